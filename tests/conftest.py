@@ -1,0 +1,20 @@
+"""Shared test fixtures: where the real evaluation data lives, and the project root."""
+
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data beside the checkout (read-only public datasets; see its README.md)."""
+    assert SHARED_DATA.is_dir(), f"expected the shared datasets at {SHARED_DATA}"
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return PROJECT_ROOT

@@ -1,0 +1,26 @@
+"""Dataset adapters: one module per source format, each turning raw files into the canonical tables.
+
+In:  a dataset's config entry (`format` plus the format's file keys; paths relative to the project root).
+Out: an `Ingested` bundle — `units`, `questions` and `qrels` frames that satisfy `contracts`, plus named counts
+     of everything the adapter skipped, repaired or flagged (they go to the ingest log and report).
+
+`ADAPTERS` maps each config `format` value to its loader; `ingest.py` applies the shared clean-up and checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import polars as pl
+
+
+@dataclass
+class Ingested:
+    units: pl.DataFrame
+    questions: pl.DataFrame
+    qrels: pl.DataFrame
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+Loader = Callable[[Mapping, str], Ingested]
