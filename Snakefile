@@ -1,0 +1,18 @@
+# ragfrontier — one DAG from raw datasets to retrieval, generation, routing and reports.
+# The stages live in rules/*.smk (read them in this order); their logic in workflow_scripts/<stage>.py.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/ingest.smk"
+
+
+rule all:
+    input:
+        final_targets(),
+    default_target: True

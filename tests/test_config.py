@@ -1,0 +1,80 @@
+"""Config validation: a wrong key, type or value stops the run with one message naming key, value and what is allowed."""
+
+import copy
+
+import pytest
+import yaml
+
+from workflow_scripts.config_check import validate_config
+from workflow_scripts.errors import InputError
+
+
+@pytest.fixture()
+def config(project_root, monkeypatch):
+    monkeypatch.chdir(project_root)
+    return yaml.safe_load((project_root / "config.yaml").read_text())
+
+
+def test_default_config_is_valid_and_defaults_are_filled(config):
+    del config["splits"]
+    validated = validate_config(copy.deepcopy(config))
+    assert validated["splits"] == {"fractions": {"dev": 0.5, "calibration": 0.25, "heldout": 0.25}, "seed": 13}
+
+
+def test_unknown_top_level_key(config):
+    config["datsets"] = {}
+    with pytest.raises(InputError, match=r"\(top level\): unknown key\(s\) \['datsets'\]; allowed keys: \['datasets', "):
+        validate_config(config)
+
+
+def test_unknown_format_names_dataset_key_and_allowed_values(config):
+    config["datasets"]["demo"]["format"] = "qaspr"
+    with pytest.raises(InputError, match=r"datasets.demo.format = 'qaspr' is not allowed; expected one of \['qasper', "):
+        validate_config(config)
+
+
+def test_wrong_type(config):
+    config["splits"]["seed"] = "thirteen"
+    with pytest.raises(InputError, match=r"splits.seed = 'thirteen' is not allowed; expected a value of type integer"):
+        validate_config(config)
+
+
+def test_format_specific_keys(config):
+    config["datasets"]["demo"]["corpus"] = "x.jsonl"
+    with pytest.raises(InputError, match=r"datasets.demo: unknown key\(s\) \['corpus'\]; allowed keys: \['format', 'path'\]"):
+        validate_config(config)
+
+
+def test_missing_required_key(config):
+    config["datasets"]["sf"] = {"format": "beir", "corpus": "c.jsonl", "queries": "q.jsonl"}
+    with pytest.raises(InputError, match=r"datasets.sf: 'qrels' is a required property"):
+        validate_config(config)
+
+
+def test_fraction_out_of_range_and_bad_sum(config):
+    config["splits"]["fractions"]["dev"] = 1.5
+    with pytest.raises(InputError, match=r"splits.fractions.dev = 1.5 is not allowed; expected a number <= 1"):
+        validate_config(copy.deepcopy(config))
+    config["splits"]["fractions"]["dev"] = 0.6
+    with pytest.raises(InputError, match=r"splits.fractions: .* must name only .* and sum to 1 \(sums to 1.1"):
+        validate_config(config)
+
+
+def test_missing_file_names_the_dataset_key(config):
+    config["datasets"]["demo"]["path"] = "data/demo/nope.json"
+    with pytest.raises(InputError, match=r"datasets.demo.path: file 'data/demo/nope.json' does not exist"):
+        validate_config(config)
+
+
+def test_bad_dataset_name(config):
+    config["datasets"]["my data"] = config["datasets"]["demo"]
+    with pytest.raises(InputError, match=r"datasets"):
+        validate_config(config)
+
+
+def test_every_problem_reported_at_once(config):
+    config["splits"]["seed"] = 1.5
+    config["datasets"]["demo"]["format"] = "nope"
+    with pytest.raises(InputError) as caught:
+        validate_config(config)
+    assert "splits.seed" in str(caught.value) and "datasets.demo.format" in str(caught.value)

@@ -1,0 +1,97 @@
+"""Config validation: the JSON schema that documents every key, applied before any job runs.
+
+In:  the merged config dict (config.yaml plus any --configfile / --config layers).
+Out: the same dict with the schema's defaults filled in, or an `InputError` whose message names each wrong key
+     (as a dotted path), the value found and what is allowed.
+
+This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages that a
+user can act on instead of a dump of the schema; checks a schema cannot express (files that must exist) follow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+from workflow_scripts.adapters.registry import adapter_for
+from workflow_scripts.errors import InputError
+from workflow_scripts.splits import check_fractions
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+def load_schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _with_defaults(validator_class: type) -> type:
+    """A validator class that also fills in `default` values (the jsonschema FAQ recipe Snakemake uses)."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, subschema["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": fill_defaults})
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def describe(error: jsonschema.ValidationError) -> str:
+    """One line: the key, the value found and what the schema allows there."""
+    key = _dotted(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
+    if error.validator == "required":
+        return f"{key}: {error.message}"
+    allowed = {
+        "enum": lambda: f"one of {error.validator_value}",
+        "type": lambda: f"a value of type {error.validator_value}",
+        "minimum": lambda: f"a number >= {error.validator_value}",
+        "maximum": lambda: f"a number <= {error.validator_value}",
+        "exclusiveMinimum": lambda: f"a number > {error.validator_value}",
+        "exclusiveMaximum": lambda: f"a number < {error.validator_value}",
+        "minProperties": lambda: f"at least {error.validator_value} entries",
+        "minItems": lambda: f"at least {error.validator_value} items",
+        "pattern": lambda: f"a string matching {error.validator_value!r}",
+    }.get(error.validator, lambda: error.message)()
+    return f"{key} = {error.instance!r} is not allowed; expected {allowed}"
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate (and fill defaults into) `config` in place; raise one InputError listing every problem."""
+    schema = load_schema()
+    validator = _with_defaults(Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
+    leaves = [error for error in errors if not error.context] + [
+        sub for error in errors if error.context for sub in error.context
+    ]
+    if leaves:
+        lines = sorted({describe(error) for error in leaves})
+        raise InputError("invalid config:\n  " + "\n  ".join(lines))
+    check_fractions(config["splits"]["fractions"])
+    check_dataset_files(config)
+    return config
+
+
+def check_dataset_files(config: dict[str, Any]) -> None:
+    """Every file a dataset names must exist (checked here so the run stops before any job)."""
+    missing = [
+        f"datasets.{name}.{key}: file {spec[key]!r} does not exist"
+        for name, spec in config["datasets"].items()
+        for key in adapter_for(name, spec["format"])[1]
+        if not Path(spec[key]).is_file()
+    ]
+    if missing:
+        raise InputError("invalid config:\n  " + "\n  ".join(missing) + "\n  (paths are relative to the project root)")

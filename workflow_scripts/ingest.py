@@ -1,0 +1,91 @@
+"""Ingest stage: one dataset's raw files → the canonical `units`, `questions` and `qrels` tables.
+
+In:  a dataset's config entry (`format` and the format's file keys), read by the adapter for that format.
+Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contracts`) and `ingest_report.json`
+     (what was read, dropped, flagged), all written atomically.
+
+Shared clean-up after every adapter:
+- unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
+- duplicate unit ids or question ids stop the run with an error listing a few of them;
+- qrels naming unknown units or questions are kept (they are real judgments: recall counts them) and counted
+  as warnings (`qrels_unknown_units`, `qrels_unknown_questions`).
+"""
+
+
+import json
+import logging
+from typing import Any, Mapping
+
+import polars as pl
+
+from workflow_scripts.adapters import Ingested
+from workflow_scripts.adapters.registry import adapter_for
+from workflow_scripts.contracts import QRELS, QUESTIONS, UNITS, ContractError, conform, write_json_atomic, write_table
+from workflow_scripts.errors import InputError
+from workflow_scripts.runtime import run_job
+
+log = logging.getLogger("ragfrontier.ingest")
+
+
+def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
+    """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks."""
+    loader, _ = adapter_for(dataset, spec.get("format", ""))
+    ingested = loader(spec, dataset)
+    try:
+        return clean(ingested)
+    except ContractError as error:
+        raise InputError(f"datasets.{dataset} ({spec['format']}): {error}") from None
+
+
+def clean(ingested: Ingested) -> Ingested:
+    """Drop empty units, check every contract, count qrels that point outside the tables."""
+    counts = dict(ingested.counts)
+    units = ingested.units.with_columns(pl.col("text").str.strip_chars())
+    empty = units.filter(pl.col("text") == "")
+    counts["units_empty_dropped"] = empty.height
+    units = conform(units.filter(pl.col("text") != ""), UNITS)
+    questions = conform(ingested.questions, QUESTIONS)
+    qrels = conform(ingested.qrels, QRELS)
+    counts["qrels_unknown_units"] = qrels.filter(~pl.col("unit_id").is_in(units["unit_id"].implode())).height
+    counts["qrels_unknown_questions"] = qrels.filter(~pl.col("qid").is_in(questions["qid"].implode())).height
+    counts["questions_empty_text"] = questions.filter(pl.col("text").str.strip_chars() == "").height
+    return Ingested(units=units, questions=questions, qrels=qrels, counts=counts)
+
+
+def report(ingested: Ingested) -> dict[str, Any]:
+    """Table sizes, units by kind and the adapter's and clean-up's counts, as one JSON-ready dict."""
+    kinds = ingested.units.group_by("kind").len().sort("kind")
+    return {
+        "units": ingested.units.height,
+        "questions": ingested.questions.height,
+        "qrels": ingested.qrels.height,
+        "groups": ingested.units["group_id"].n_unique(),
+        "units_by_kind": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
+        "counts": dict(sorted(ingested.counts.items())),
+    }
+
+
+def log_warnings(dataset: str, counts: Mapping[str, int]) -> None:
+    for key in ("units_empty_dropped", "qrels_unknown_units", "qrels_unknown_questions", "questions_empty_text"):
+        if counts.get(key):
+            log.warning("%s: %s = %d", dataset, key, counts[key])
+
+
+def write_outputs(ingested: Ingested, outputs: Mapping[str, str]) -> None:
+    """Write the three tables and the report to the paths named in `outputs` (keys units/questions/qrels/report)."""
+    write_table(ingested.units, outputs["units"], UNITS)
+    write_table(ingested.questions, outputs["questions"], QUESTIONS)
+    write_table(ingested.qrels, outputs["qrels"], QRELS)
+    write_json_atomic(report(ingested), outputs["report"])
+
+
+def main(smk: Any) -> None:
+    dataset = smk.wildcards.dataset
+    ingested = load_dataset(dataset, smk.params.spec)
+    log_warnings(dataset, ingested.counts)
+    write_outputs(ingested, dict(smk.output.items()))
+    log.info("%s: %s", dataset, json.dumps(report(ingested)))
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
