@@ -1,6 +1,7 @@
 """Reading source files the way every adapter needs: gzip by magic bytes, strict UTF-8, errors that name the place.
 
-In:  a path to a text, JSON or JSON Lines file (optionally gzip-compressed).
+In:  a path to a text, JSON, JSON Lines or TSV file (optionally gzip-compressed), or text already decoded from
+     elsewhere (a tar member) together with a source name for messages.
 Out: decoded text, parsed JSON values, or (line number, record) pairs.
 
 Every failure is an `InputError` naming the file (and the line, for JSON Lines), never a bare library traceback.
@@ -53,24 +54,34 @@ def read_text(path: str | Path) -> str:
     return decode_utf8(read_bytes(path), str(path))
 
 
-def read_json(path: str | Path) -> Any:
-    """Parse a whole JSON document; a syntax error names the file, line and column."""
-    text = read_text(path)
+def parse_json(text: str, source: str) -> Any:
+    """Parse a whole JSON document from decoded text; a syntax error names `source`, line and column."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError(f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}") from None
+        raise InputError(f"{source}: invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}") from None
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield (1-based line number, parsed object) for each non-blank line; a bad line names file and line."""
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+def parse_jsonl(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based line number, parsed value) for each non-blank line of decoded JSON Lines text; a bad line
+    names `source` and the line."""
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as error:
-            raise InputError(f"{path}: line {number} is not valid JSON: {error.msg} (column {error.colno})") from None
+            raise InputError(f"{source}: line {number} is not valid JSON: {error.msg} (column {error.colno})") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a whole JSON file (as `parse_json`)."""
+    return parse_json(read_text(path), str(path))
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed value) for each non-blank line of a JSON Lines file (as `parse_jsonl`)."""
+    yield from parse_jsonl(read_text(path), str(path))
 
 
 def read_tsv(path: str | Path, columns: int, header: bool = False) -> Iterator[tuple[int, list[str]]]:

@@ -23,9 +23,9 @@ from workflow_scripts.adapters.source_records import (
     bundle,
     field,
     input_path,
+    keyed_records,
     meta_json,
     normalize_whitespace,
-    read_records,
     unit_row,
 )
 
@@ -37,9 +37,7 @@ def load(spec: Mapping, dataset: str) -> Ingested:
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(COUNTS, 0)
     units = []
-    for place, record in read_records(path):
-        paper_id = field(record, "id", str, place)
-        where = f"{place} (id {paper_id!r})"
+    for paper_id, where, record in keyed_records(path, "id"):
         title = normalize_whitespace(field(record, "title", str, where))
         abstract = normalize_whitespace(field(record, "abstract", (str, NONE_TYPE), where) or "")
         meta = {"categories": field(record, "categories", str, where).split(), "update_date": record.get("update_date")}

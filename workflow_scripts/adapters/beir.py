@@ -15,20 +15,18 @@ Out: an `Ingested` bundle:
 A line that is not a JSON object, lacks `_id` or `text`, a qrels score that is not an integer, or a
 (query, document) pair judged twice raises `InputError` naming the file and line.
 
-`require_path`, `read_queries`, `read_qrels` and `questions_frame` are shared with the TREC adapter.
+`Qrel`, `document_row`, `parse_relevance`, `unique_qrels` and `judged_bundle` are shared with the TREC adapter.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple
-
-import polars as pl
+from typing import Any, Mapping, NamedTuple
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested
-from workflow_scripts.contracts import QRELS, QUESTIONS, UNITS, frame
+from workflow_scripts.adapters.source_records import bundle, input_path, question_row, unit_row
 from workflow_scripts.errors import InputError
 
 QRELS_HEADER = ["query-id", "corpus-id", "score"]
@@ -41,32 +39,14 @@ class Qrel(NamedTuple):
     relevance: int
 
 
-def require_path(spec: Mapping[str, Any], key: str, dataset: str) -> Path:
-    """The existing file named by `spec[key]`; else an InputError naming `datasets.<dataset>.<key>`."""
-    if not spec.get(key):
-        raise InputError(f"datasets.{dataset}.{key}: missing; give the path of the file")
-    return files.require_file(spec[key], f"datasets.{dataset}.{key}")
-
-
 def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
-    corpus = require_path(spec, "corpus", dataset)
-    queries_path = require_path(spec, "queries", dataset)
-    qrels_path = require_path(spec, "qrels", dataset)
-    units = [unit_row(number, record, corpus, dataset) for number, record in files.read_jsonl(corpus)]
+    corpus = input_path(spec, dataset, "corpus")
+    queries_path = input_path(spec, dataset, "queries")
+    qrels_path = input_path(spec, dataset, "qrels")
+    units = [corpus_unit(number, record, corpus) for number, record in files.read_jsonl(corpus)]
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
-    judged = {qrel.qid for qrel in qrels}
-    return Ingested(
-        units=frame(units, UNITS),
-        questions=questions_frame(queries, qrels, dataset),
-        qrels=qrels_frame(qrels),
-        counts={
-            "corpus_docs": len(units),
-            "queries": len(queries),
-            "queries_with_qrels": sum(qid in judged for qid in queries),
-            "qrels": len(qrels),
-        },
-    )
+    return judged_bundle(dataset, units, queries, qrels, "corpus_docs", "queries")
 
 
 def _field(record: Any, key: str, path: Path, number: int) -> str:
@@ -81,19 +61,21 @@ def _field(record: Any, key: str, path: Path, number: int) -> str:
     return value
 
 
-def unit_row(number: int, record: Any, path: Path, dataset: str) -> dict[str, Any]:
+def document_row(unit_id: str, text: str, title: str | None = None, meta: str | None = None) -> dict:
+    """A whole-document unit row: group_id = unit_id, kind "document", position 0."""
+    return unit_row(unit_id, unit_id, "document", 0, title, text, meta=meta)
+
+
+def corpus_unit(number: int, record: Any, path: Path) -> dict:
+    """The unit row of one corpus line (see the module docstring)."""
     unit_id = _field(record, "_id", path, number)
     metadata = record.get("metadata")
-    return {
-        "dataset": dataset,
-        "group_id": unit_id,
-        "unit_id": unit_id,
-        "kind": "document",
-        "position": 0,
-        "title": record.get("title") or None,
-        "text": _field(record, "text", path, number),
-        "meta": json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None,
-    }
+    return document_row(
+        unit_id,
+        _field(record, "text", path, number),
+        title=record.get("title") or None,
+        meta=json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None,
+    )
 
 
 def read_queries(path: Path) -> dict[str, str]:
@@ -137,27 +119,30 @@ def unique_qrels(rows: list[Qrel], path: Path) -> list[Qrel]:
     return rows
 
 
-def qrels_frame(rows: Iterable[Qrel]) -> pl.DataFrame:
-    return frame(({"qid": r.qid, "unit_id": r.unit_id, "relevance": r.relevance} for r in rows), QRELS)
-
-
-def questions_frame(queries: Mapping[str, str], qrels: Iterable[Qrel], dataset: str) -> pl.DataFrame:
-    """One question per query; gold_unit_ids = sorted ids judged with relevance > 0."""
+def judged_bundle(
+    dataset: str,
+    units: list[dict],
+    queries: Mapping[str, str],
+    qrels: list[Qrel],
+    docs_key: str,
+    queries_key: str,
+    extra_counts: Mapping[str, int] | None = None,
+) -> Ingested:
+    """The bundle of a judged collection: the units; one question per query (group_id = qid, gold_unit_ids =
+    sorted ids judged with relevance > 0); every qrel; counts `<docs_key>` (units), `<queries_key>` (queries),
+    `<queries_key>_with_qrels` (queries judged at all), `qrels`, then `extra_counts`."""
     gold: dict[str, list[str]] = {}
     for row in qrels:
         if row.relevance > 0:
             gold.setdefault(row.qid, []).append(row.unit_id)
-    rows = (
-        {
-            "dataset": dataset,
-            "qid": qid,
-            "group_id": qid,
-            "text": text,
-            "query_type": None,
-            "answers": [],
-            "gold_unit_ids": sorted(gold.get(qid, [])),
-            "unaligned_evidence": [],
-        }
-        for qid, text in queries.items()
-    )
-    return frame(rows, QUESTIONS)
+    questions = [question_row(qid, qid, text, None, [], sorted(gold.get(qid, [])), []) for qid, text in queries.items()]
+    judged = {row.qid for row in qrels}
+    counts = {
+        docs_key: len(units),
+        queries_key: len(queries),
+        f"{queries_key}_with_qrels": sum(qid in judged for qid in queries),
+        "qrels": len(qrels),
+        **(extra_counts or {}),
+    }
+    qrel_rows = [{"qid": row.qid, "unit_id": row.unit_id, "relevance": row.relevance} for row in qrels]
+    return bundle(dataset, units, questions, qrel_rows, counts)

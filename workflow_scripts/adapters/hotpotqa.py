@@ -35,10 +35,11 @@ from workflow_scripts.adapters.source_records import (
     field,
     gold_qrels,
     input_path,
+    keyed_records,
     meta_json,
     question_row,
-    read_records,
     strings,
+    supporting_paragraphs,
     unit_row,
 )
 from workflow_scripts.errors import InputError
@@ -62,9 +63,7 @@ def load_hotpotqa(spec: Mapping, dataset: str) -> Ingested:
     counts = dict.fromkeys(HOTPOTQA_COUNTS, 0)
     units: list[dict] = []
     questions: list[dict] = []
-    for place, record in read_records(path):
-        qid = field(record, "_id", str, place)
-        where = f"{place} (_id {qid!r})"
+    for qid, where, record in keyed_records(path, "_id"):
         question_units, question = _hotpotqa_question(record, qid, where, counts)
         units += question_units
         questions.append(question)
@@ -129,7 +128,13 @@ def _hotpotqa_question(record: Mapping, qid: str, where: str, counts: dict[str, 
     counts["supporting_titles_unaligned"] += len(unaligned)
     counts["questions_with_unaligned_evidence"] += bool(unaligned)
     counts["questions_without_paragraphs"] += not units
-    question = question_row(
+    return units, official_question_row(record, qid, where, gold, unaligned)
+
+
+def official_question_row(record: Mapping, qid: str, where: str, gold: list[str], unaligned: list[str]) -> dict:
+    """The question row of a record in the official HotpotQA layout (2WikiMultiHopQA shares it): qid = group_id,
+    text = `question`, query_type = `type`, answers = [`answer`], and the given gold ids and unaligned evidence."""
+    return question_row(
         qid=qid,
         group_id=qid,
         text=field(record, "question", str, where),
@@ -138,7 +143,6 @@ def _hotpotqa_question(record: Mapping, qid: str, where: str, counts: dict[str, 
         gold_unit_ids=gold,
         unaligned_evidence=unaligned,
     )
-    return units, question
 
 
 def load_ircot(spec: Mapping, dataset: str) -> Ingested:
@@ -147,22 +151,13 @@ def load_ircot(spec: Mapping, dataset: str) -> Ingested:
     counts = dict.fromkeys(IRCOT_COUNTS, 0)
     units: list[dict] = []
     questions: list[dict] = []
-    for place, record in read_records(path):
-        qid = field(record, "question_id", str, place)
-        where = f"{place} (question_id {qid!r})"
-        gold = []
-        for position, paragraph in enumerate(field(record, "contexts", list, where)):
-            paragraph_where = f"{where}, contexts[{position}]"
-            unit_id = f"{qid}#{position}"
-            text = field(paragraph, "paragraph_text", str, paragraph_where).strip()
-            title = field(paragraph, "title", str, paragraph_where)
-            units.append(unit_row(qid, unit_id, "paragraph", position, title, text))
-            if field(paragraph, "is_supporting", bool, paragraph_where):
-                gold.append(unit_id)
-            counts["paragraphs"] += 1
+    for qid, where, record in keyed_records(path, "question_id"):
+        question_units, gold = supporting_paragraphs(record, "contexts", qid, where)
+        units += question_units
         answers = ircot_answers(field(record, "answers_objects", list, where), f"{where}, answers_objects")
         questions.append(question_row(qid, qid, field(record, "question_text", str, where), None, answers, gold, []))
         counts["questions"] += 1
+        counts["paragraphs"] += len(question_units)
         counts["gold_paragraphs"] += len(gold)
         counts["questions_without_gold"] += not gold
     return bundle(dataset, units, questions, gold_qrels(questions), counts)

@@ -28,10 +28,10 @@ from workflow_scripts.adapters.source_records import (
     field,
     gold_qrels,
     input_path,
+    keyed_records,
     question_row,
-    read_records,
     strings,
-    unit_row,
+    supporting_paragraphs,
 )
 
 HOP_TYPE = re.compile(r"^(\d+hop\d*)__")
@@ -44,25 +44,16 @@ def load(spec: Mapping, dataset: str) -> Ingested:
     counts = dict.fromkeys(COUNTS, 0)
     units: list[dict] = []
     questions: list[dict] = []
-    for place, record in read_records(path):
-        qid = field(record, "id", str, place)
-        where = f"{place} (id {qid!r})"
-        gold = []
-        for position, paragraph in enumerate(field(record, "paragraphs", list, where)):
-            paragraph_where = f"{where}, paragraphs[{position}]"
-            unit_id = f"{qid}#{field(paragraph, 'idx', int, paragraph_where)}"
-            title = field(paragraph, "title", str, paragraph_where)
-            text = field(paragraph, "paragraph_text", str, paragraph_where).strip()
-            units.append(unit_row(qid, unit_id, "paragraph", position, title, text))
-            if field(paragraph, "is_supporting", bool, paragraph_where):
-                gold.append(unit_id)
-            counts["paragraphs"] += 1
+    for qid, where, record in keyed_records(path, "id"):
+        question_units, gold = supporting_paragraphs(record, "paragraphs", qid, where, id_key="idx")
+        units += question_units
         hop_type = HOP_TYPE.match(qid)
         answers = distinct([field(record, "answer", str, where), *strings(record, "answer_aliases", where)])
         text = field(record, "question", str, where)
         query_type = hop_type.group(1) if hop_type else None
         questions.append(question_row(qid, qid, text, query_type, answers, gold, []))
         counts["questions"] += 1
+        counts["paragraphs"] += len(question_units)
         counts["gold_paragraphs"] += len(gold)
         counts["questions_unanswerable"] += not field(record, "answerable", bool, where)
         counts["questions_without_hop_type"] += hop_type is None

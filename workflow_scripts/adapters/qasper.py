@@ -41,8 +41,19 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from workflow_scripts import contracts, files
+from workflow_scripts import files
 from workflow_scripts.adapters import Ingested
+from workflow_scripts.adapters.source_records import (
+    NONE_TYPE,
+    bundle,
+    field,
+    gold_qrels,
+    input_path,
+    normalize_whitespace,
+    question_row,
+    strings,
+    unit_row,
+)
 from workflow_scripts.errors import InputError
 
 FLOAT_PREFIX = "FLOAT SELECTED:"
@@ -64,9 +75,7 @@ COUNT_NAMES = (
 
 def load(spec: Mapping, dataset: str) -> Ingested:
     """Read the QASPER JSON file at `spec["path"]` and build the canonical tables (see the module docstring)."""
-    if "path" not in spec:
-        raise InputError(f"datasets.{dataset}.path: missing; the qasper format needs the QASPER JSON file's path")
-    path = files.require_file(spec["path"], f"datasets.{dataset}.path")
+    path = input_path(spec, dataset, "path")
     papers = files.read_json(path)
     if not isinstance(papers, dict):
         raise InputError(f"{path}: expected a JSON object mapping paper ids to papers, found {type(papers).__name__}")
@@ -75,123 +84,69 @@ def load(spec: Mapping, dataset: str) -> Ingested:
     questions: list[dict] = []
     for paper_id, paper in papers.items():
         where = f"{path}: paper {paper_id!r}"
-        paper_units = _paper_units(dataset, paper_id, _object(paper, where), where)
+        paper_units = _paper_units(paper_id, paper, where)
         units += paper_units
         questions += [
-            _question(dataset, paper_id, qa, paper_units, counts, f"{where}, qas[{index}]")
-            for index, qa in enumerate(_field(paper, "qas", list, where))
+            _question(paper_id, qa, paper_units, counts, f"{where}, qas[{index}]")
+            for index, qa in enumerate(field(paper, "qas", list, where))
         ]
         counts["papers"] += 1
-    qrels = [
-        {"qid": question["qid"], "unit_id": unit_id, "relevance": 1}
-        for question in questions
-        for unit_id in question["gold_unit_ids"]
-    ]
-    return Ingested(
-        units=contracts.frame(units, contracts.UNITS),
-        questions=contracts.frame(questions, contracts.QUESTIONS),
-        qrels=contracts.frame(qrels, contracts.QRELS),
-        counts=counts,
-    )
+    return bundle(dataset, units, questions, gold_qrels(questions), counts)
 
 
-def _object(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise InputError(f"{where}: expected a JSON object, found {type(value).__name__}")
-    return value
-
-
-def _field(record: dict, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """`record[key]`, checked to be of `kind`; else an InputError naming `where` and the key."""
-    if key not in record:
-        raise InputError(f"{where}: missing key {key!r}")
-    value = record[key]
-    if not isinstance(value, kind):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise InputError(f"{where}: key {key!r} should be {names}, found {type(value).__name__}")
-    return value
-
-
-def _strings(record: dict, key: str, where: str) -> list[str]:
-    values = _field(record, key, list, where)
-    if not all(isinstance(value, str) for value in values):
-        raise InputError(f"{where}: key {key!r} should be a list of strings")
-    return values
-
-
-def _paper_units(dataset: str, paper_id: str, paper: dict, where: str) -> list[dict]:
+def _paper_units(paper_id: str, paper: Any, where: str) -> list[dict]:
     """The paper's units in reading order: abstract, then headings and paragraphs, then captions."""
-    title = _field(paper, "title", str, where)
-    abstract = _field(paper, "abstract", str, where)
+    title = field(paper, "title", str, where)
+    abstract = field(paper, "abstract", str, where)
     pieces: list[tuple[str, str | None, str, str | None]] = []  # (kind, section, text, meta)
     if abstract.strip():
         pieces.append(("abstract", None, abstract, None))
-    for index, section in enumerate(_field(paper, "full_text", list, where)):
+    for index, section in enumerate(field(paper, "full_text", list, where)):
         section_where = f"{where}, full_text[{index}]"
-        name = _field(_object(section, section_where), "section_name", (str, type(None)), section_where)
+        name = field(section, "section_name", (str, NONE_TYPE), section_where)
         name = name if name and name.strip() else None
         if name:
             pieces.append(("heading", name, name, None))
-        pieces += [("paragraph", name, text, None) for text in _strings(section, "paragraphs", section_where)]
-    for index, figure in enumerate(_field(paper, "figures_and_tables", list, where)):
+        pieces += [("paragraph", name, text, None) for text in strings(section, "paragraphs", section_where)]
+    for index, figure in enumerate(field(paper, "figures_and_tables", list, where)):
         figure_where = f"{where}, figures_and_tables[{index}]"
-        caption = _field(_object(figure, figure_where), "caption", str, figure_where)
+        caption = field(figure, "caption", str, figure_where)
         pieces.append(("caption", None, caption, json.dumps({"file": figure.get("file")})))
     return [
-        {
-            "dataset": dataset,
-            "group_id": paper_id,
-            "unit_id": f"{paper_id}#{position}",
-            "kind": kind,
-            "section": section,
-            "position": position,
-            "title": title,
-            "text": text,
-            "meta": meta,
-        }
+        unit_row(paper_id, f"{paper_id}#{position}", kind, position, title, text, section, meta)
         for position, (kind, section, text, meta) in enumerate(pieces)
     ]
 
 
-def _question(dataset: str, paper_id: str, qa: Any, units: list[dict], counts: dict[str, int], where: str) -> dict:
+def _question(paper_id: str, qa: Any, units: list[dict], counts: dict[str, int], where: str) -> dict:
     """One question row; evidence of all its annotations aligned to `units`, counts updated."""
-    qa = _object(qa, where)
-    qid = _field(qa, "question_id", str, where)
+    qid = field(qa, "question_id", str, where)
     where = f"{where} (question {qid!r})"
     answers: list[str] = []
     evidence: list[str] = []
-    for index, annotation in enumerate(_field(qa, "answers", list, where)):
+    for index, annotation in enumerate(field(qa, "answers", list, where)):
         answer_where = f"{where}, answers[{index}]"
-        answer = _field(_object(annotation, answer_where), "answer", dict, answer_where)
+        answer = field(annotation, "answer", dict, answer_where)
         answer_where += ".answer"
         text = _answer_text(answer, answer_where)
         if text:
             answers.append(text)
         counts["annotations_without_answer"] += not text
-        evidence += _strings(answer, "evidence", answer_where)
+        evidence += strings(answer, "evidence", answer_where)
         counts["annotations"] += 1
     gold, unaligned = _align_all(evidence, units, counts)
     counts["questions"] += 1
     counts["questions_with_evidence"] += bool(gold or unaligned)
     counts["questions_without_alignable_evidence"] += bool(unaligned and not gold)
-    return {
-        "dataset": dataset,
-        "qid": qid,
-        "group_id": paper_id,
-        "text": _field(qa, "question", str, where),
-        "query_type": None,
-        "answers": answers,
-        "gold_unit_ids": gold,
-        "unaligned_evidence": unaligned,
-    }
+    return question_row(qid, paper_id, field(qa, "question", str, where), None, answers, gold, unaligned)
 
 
 def _answer_text(answer: dict, where: str) -> str:
     """The reference answer string, in the official QASPER evaluator's precedence ("" if none is given)."""
-    spans = _strings(answer, "extractive_spans", where)
-    free_form = _field(answer, "free_form_answer", str, where)
-    yes_no = _field(answer, "yes_no", (bool, type(None)), where)
-    if _field(answer, "unanswerable", bool, where):
+    spans = strings(answer, "extractive_spans", where)
+    free_form = field(answer, "free_form_answer", str, where)
+    yes_no = field(answer, "yes_no", (bool, NONE_TYPE), where)
+    if field(answer, "unanswerable", bool, where):
         return "Unanswerable"
     if spans:
         return ", ".join(spans)
@@ -200,19 +155,15 @@ def _answer_text(answer: dict, where: str) -> str:
     return "" if yes_no is None else ("Yes" if yes_no else "No")
 
 
-def _normalize(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _align_all(evidence: list[str], units: list[dict], counts: dict[str, int]) -> tuple[list[str], list[str]]:
     """(gold unit ids in paper order, unaligned evidence strings) for a question's evidence strings."""
-    candidates = [(unit["unit_id"], unit["kind"], _normalize(unit["text"])) for unit in units]
+    candidates = [(unit["unit_id"], unit["kind"], normalize_whitespace(unit["text"])) for unit in units]
     candidates = [candidate for candidate in candidates if candidate[2]]
     gold: set[str] = set()
     unaligned: list[str] = []
     seen: set[str] = set()
     for raw in evidence:
-        text = _normalize(raw)
+        text = normalize_whitespace(raw)
         counts["evidence_blank"] += not text
         if not text or text in seen:
             continue

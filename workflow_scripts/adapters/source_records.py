@@ -1,8 +1,14 @@
-"""Helpers shared by the record-based adapters (hotpotqa, ircot, musique, twowiki, unarxive, arxiv_metadata).
+"""Helpers shared by the adapters: config paths, JSON records, checked fields, canonical rows, the bundle.
 
 In:  a dataset's config entry, files holding a JSON list or JSON Lines of records, and the parsed records.
 Out: checked file paths; (place, record) pairs where the place names the file and the line (JSON Lines) or list
-     item (JSON list); checked field values; unit, question and qrels rows; the finished `Ingested` bundle.
+     item (JSON list), or (id, place, record) triples for records keyed by an id; checked field values; the
+     units and gold of a list of supporting-flagged paragraphs; unit, question and qrels rows; the finished
+     `Ingested` bundle.
+
+Every adapter takes its file paths from `input_path` and builds its tables with `bundle`; the record-based ones
+(hotpotqa, ircot, musique, twowiki, unarxive, arxiv_metadata) read their files with `read_records` or
+`parse_records`, and qasper checks its fields with `field` and `strings` too.
 
 Every problem is an `InputError` naming the config key, or the file, the record and the key at fault.
 """
@@ -23,8 +29,11 @@ NONE_TYPE = type(None)
 
 def input_path(spec: Mapping, dataset: str, key: str) -> Path:
     """The existing file named by `spec[key]`; else an InputError naming `datasets.<dataset>.<key>`."""
-    if key not in spec:
-        raise InputError(f"datasets.{dataset}.{key}: missing; the {spec.get('format')} format needs this file path")
+    if not spec.get(key):
+        needs = (
+            f"the {spec['format']} format needs this file path" if spec.get("format") else "give the path of the file"
+        )
+        raise InputError(f"datasets.{dataset}.{key}: missing; {needs}")
     return files.require_file(spec[key], f"datasets.{dataset}.{key}")
 
 
@@ -32,34 +41,27 @@ def parse_records(text: str, source: str) -> Iterator[tuple[str, dict]]:
     """(place, record) for each record of `text`: a JSON list (place "<source>, item [i]") or JSON Lines
     (place "<source>, line n"); a syntax error or a record that is not an object names the place."""
     if text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                f"{source}: invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
-            ) from None
+        records = files.parse_json(text, source)
         pairs: Iterable[tuple[str, Any]] = ((f"{source}, item [{index}]", item) for index, item in enumerate(records))
     else:
-        pairs = _json_lines(text, source)
+        pairs = ((f"{source}, line {number}", line) for number, line in files.parse_jsonl(text, source))
     for place, record in pairs:
         if not isinstance(record, dict):
             raise InputError(f"{place}: expected a JSON object, found {type(record).__name__}")
         yield place, record
 
 
-def _json_lines(text: str, source: str) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield f"{source}, line {number}", json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{source}: line {number} is not valid JSON: {error.msg} (column {error.colno})") from None
-
-
 def read_records(path: Path) -> Iterator[tuple[str, dict]]:
     """`parse_records` of a file (plain or gzip, strict UTF-8)."""
     return parse_records(files.read_text(path), str(path))
+
+
+def keyed_records(path: Path, key: str) -> Iterator[tuple[str, str, dict]]:
+    """(id, place, record) for each record of the file, id = the string `record[key]`; the place names the file,
+    the line or list item, and the id: "<file>, line n (<key> '<id>')"."""
+    for place, record in read_records(path):
+        record_id = field(record, key, str, place)
+        yield record_id, f"{place} ({key} {record_id!r})", record
 
 
 def field(record: Mapping, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -115,6 +117,27 @@ def unit_row(
         "text": text,
         "meta": meta,
     }
+
+
+def supporting_paragraphs(
+    record: Mapping, key: str, qid: str, where: str, id_key: str | None = None
+) -> tuple[list[dict], list[str]]:
+    """(paragraph units, gold unit ids) of `record[key]`, a list of {title, paragraph_text, is_supporting}
+    objects (MuSiQue, IRCoT): unit i has unit_id "<qid>#<paragraph[id_key]>" (an integer key) or "<qid>#<i>"
+    when `id_key` is None, group_id qid, kind "paragraph", position i, the title, and the text stripped;
+    the gold ids are those of the paragraphs with `is_supporting` true, in list order."""
+    units: list[dict] = []
+    gold: list[str] = []
+    for position, paragraph in enumerate(field(record, key, list, where)):
+        paragraph_where = f"{where}, {key}[{position}]"
+        suffix = position if id_key is None else field(paragraph, id_key, int, paragraph_where)
+        unit_id = f"{qid}#{suffix}"
+        title = field(paragraph, "title", str, paragraph_where)
+        text = field(paragraph, "paragraph_text", str, paragraph_where).strip()
+        units.append(unit_row(qid, unit_id, "paragraph", position, title, text))
+        if field(paragraph, "is_supporting", bool, paragraph_where):
+            gold.append(unit_id)
+    return units, gold
 
 
 def question_row(

@@ -52,15 +52,8 @@ from typing import Any, Callable, Mapping
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.beir import (
-    Qrel,
-    parse_relevance,
-    qrels_frame,
-    questions_frame,
-    require_path,
-    unique_qrels,
-)
-from workflow_scripts.contracts import UNITS, frame
+from workflow_scripts.adapters.beir import Qrel, document_row, judged_bundle, parse_relevance, unique_qrels
+from workflow_scripts.adapters.source_records import input_path, normalize_whitespace
 from workflow_scripts.errors import InputError
 
 TAG = re.compile(r"<[A-Za-z/!?][^>]*>")
@@ -74,23 +67,11 @@ def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
     read_collection = _reader(spec, "collection_format", COLLECTION_READERS, dataset)
     read_topics = _reader(spec, "topics_format", TOPIC_READERS, dataset)
     read_qrels = _reader(spec, "qrels_format", QRELS_READERS, dataset)
-    units, unit_counts = read_collection(require_path(spec, "collection", dataset), dataset)
-    topics = read_topics(require_path(spec, "topics", dataset))
-    qrels, qrels_counts = read_qrels(require_path(spec, "qrels", dataset))
-    judged = {qrel.qid for qrel in qrels}
-    return Ingested(
-        units=frame(units, UNITS),
-        questions=questions_frame(topics, qrels, dataset),
-        qrels=qrels_frame(qrels),
-        counts={
-            "collection_docs": len(units),
-            "topics": len(topics),
-            "topics_with_qrels": sum(qid in judged for qid in topics),
-            "qrels": len(qrels),
-            **unit_counts,
-            **qrels_counts,
-        },
-    )
+    units, unit_counts = read_collection(input_path(spec, dataset, "collection"))
+    topics = read_topics(input_path(spec, dataset, "topics"))
+    qrels, qrels_counts = read_qrels(input_path(spec, dataset, "qrels"))
+    extra = {**unit_counts, **qrels_counts}
+    return judged_bundle(dataset, units, topics, qrels, "collection_docs", "topics", extra_counts=extra)
 
 
 def _reader(spec: Mapping[str, Any], key: str, readers: Mapping[str, Callable], dataset: str) -> Callable:
@@ -102,34 +83,16 @@ def _reader(spec: Mapping[str, Any], key: str, readers: Mapping[str, Callable], 
         ) from None
 
 
-def collapse(text: str) -> str:
-    """Whitespace runs → one space, trimmed."""
-    return " ".join(text.split())
-
-
-def unit_row(dataset: str, unit_id: str, text: str, title: str | None = None, meta: str | None = None) -> dict:
-    return {
-        "dataset": dataset,
-        "group_id": unit_id,
-        "unit_id": unit_id,
-        "kind": "document",
-        "position": 0,
-        "title": title,
-        "text": text,
-        "meta": meta,
-    }
-
-
 # --- collections -------------------------------------------------------------------------------------------
 
 
 def html_text(markup: str) -> str:
     """Text of an HTML page: tags removed, entities unescaped, whitespace collapsed per line, blank lines dropped."""
-    lines = (collapse(line) for line in html.unescape(TAG.sub("", markup)).splitlines())
+    lines = (normalize_whitespace(line) for line in html.unescape(TAG.sub("", markup)).splitlines())
     return "\n".join(line for line in lines if line)
 
 
-def read_html_tar(path: Path, dataset: str) -> tuple[list[dict], Counts]:
+def read_html_tar(path: Path) -> tuple[list[dict], Counts]:
     try:
         with tarfile.open(fileobj=io.BytesIO(files.read_bytes(path))) as archive:
             pages = [
@@ -139,7 +102,7 @@ def read_html_tar(path: Path, dataset: str) -> tuple[list[dict], Counts]:
             ]
     except tarfile.TarError as error:
         raise InputError(f"{path}: not a readable tar archive: {error}") from None
-    units = [unit_row(dataset, html_id(name), html_text(markup)) for name, markup in pages]
+    units = [document_row(html_id(name), html_text(markup)) for name, markup in pages]
     return units, {}
 
 
@@ -168,7 +131,7 @@ def smart_records(path: Path, fields: tuple[str, ...]) -> tuple[list[tuple[int, 
         elif line.strip():
             raise InputError(f"{path}: line {number}: text outside a field; expected a `.I` or a field marker")
     parsed = [
-        (number, ident, {key: collapse(" ".join(lines)) for key, lines in body.items()})
+        (number, ident, {key: normalize_whitespace(" ".join(lines)) for key, lines in body.items()})
         for number, ident, body in records
     ]
     return parsed, repeated
@@ -182,11 +145,10 @@ def smart_id(value: str, path: Path, number: int) -> str:
         raise InputError(f"{path}: line {number}: `.I` value {value!r} is not a number") from None
 
 
-def read_smart_collection(path: Path, dataset: str) -> tuple[list[dict], Counts]:
+def read_smart_collection(path: Path) -> tuple[list[dict], Counts]:
     records, repeated = smart_records(path, SMART_FIELDS)
     units = [
-        unit_row(
-            dataset,
+        document_row(
             smart_id(ident, path, number),
             body.get(".W", ""),
             title=body.get(".T") or None,
@@ -197,7 +159,7 @@ def read_smart_collection(path: Path, dataset: str) -> tuple[list[dict], Counts]
     return units, {"smart_repeated_markers": repeated}
 
 
-COLLECTION_READERS: dict[str, Callable[[Path, str], tuple[list[dict], Counts]]] = {
+COLLECTION_READERS: dict[str, Callable[[Path], tuple[list[dict], Counts]]] = {
     "html_tar": read_html_tar,
     "smart": read_smart_collection,
 }
@@ -221,7 +183,7 @@ def read_cacm_topics(path: Path) -> dict[str, str]:
                 raise InputError(f"{path}: line {number}: `</DOC>` without a `<DOCNO>` before it")
             if qid in topics:
                 raise InputError(f"{path}: line {number}: topic {qid!r} appears twice")
-            topics[qid], qid = collapse(" ".join(text)), None
+            topics[qid], qid = normalize_whitespace(" ".join(text)), None
         elif qid is not None:
             text.append(line)
         elif stripped not in ("", "<DOC>"):
@@ -242,7 +204,7 @@ def read_tsv_topics(path: Path) -> dict[str, str]:
     for number, fields in files.read_tsv(path, 2):
         if fields[0] in topics:
             raise InputError(f"{path}: line {number} repeats topic id {fields[0]!r}")
-        topics[fields[0]] = collapse(fields[1])
+        topics[fields[0]] = normalize_whitespace(fields[1])
     return topics
 
 

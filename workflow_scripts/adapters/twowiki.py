@@ -27,15 +27,8 @@ from pathlib import Path
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.hotpotqa import supporting_facts
-from workflow_scripts.adapters.source_records import (
-    bundle,
-    field,
-    input_path,
-    question_row,
-    read_records,
-    unit_row,
-)
+from workflow_scripts.adapters.hotpotqa import official_question_row, supporting_facts
+from workflow_scripts.adapters.source_records import bundle, field, input_path, keyed_records, read_records, unit_row
 from workflow_scripts.errors import InputError
 
 QRELS_HEADER = ["query-id", "corpus-idx", "corpus-title", "score"]
@@ -56,23 +49,11 @@ def load(spec: Mapping, dataset: str) -> Ingested:
             gold.setdefault(row["qid"], []).append(row["unit_id"])
     titles = {unit["unit_id"]: unit["title"] for unit in units}
     questions = []
-    for place, record in read_records(questions_path):
-        qid = field(record, "_id", str, place)
-        where = f"{place} (_id {qid!r})"
+    for qid, where, record in keyed_records(questions_path, "_id"):
         gold_ids = gold.get(qid, [])
         gold_titles = {titles[unit_id] for unit_id in gold_ids}
         unaligned = [title for title in supporting_facts(record, where) if title not in gold_titles]
-        questions.append(
-            question_row(
-                qid=qid,
-                group_id=qid,
-                text=field(record, "question", str, where),
-                query_type=field(record, "type", str, where),
-                answers=[field(record, "answer", str, where)],
-                gold_unit_ids=gold_ids,
-                unaligned_evidence=unaligned,
-            )
-        )
+        questions.append(official_question_row(record, qid, where, gold_ids, unaligned))
         counts["questions_without_qrels"] += qid not in gold
         counts["supporting_titles_unaligned"] += len(unaligned)
     counts["passages"] = len(units)
