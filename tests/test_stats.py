@@ -1,0 +1,72 @@
+"""Paired comparisons: the group bootstrap by hand on tiny data, win/tie/loss, and coverage by simulation."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from workflow_scripts.contracts import conform
+from workflow_scripts.errors import InputError
+from workflow_scripts.stats import COMPARISONS, compare_policies, group_bootstrap, win_tie_loss
+
+
+def test_two_equal_groups_give_the_hand_computed_percentile_interval():
+    # Group means 0 and 1, two queries each: a resample holds both groups (0.5) with probability 1/2, only one
+    # (0 or 1) with 1/4 each, so the 2.5% and 97.5% percentiles are 0 and 1.
+    result = group_bootstrap([0.0, 0.0, 1.0, 1.0], ["a", "a", "b", "b"], B=2000, seed=0)
+    assert (result.estimate, result.low, result.high, result.n, result.n_groups) == (0.5, 0.0, 1.0, 4, 2)
+
+
+def test_pooled_mean_weighs_groups_by_their_queries_and_is_seeded():
+    values, groups = [1.0, 0.0, -1.0, 1.0, 0.0, 0.0], ["p1", "p1", "p2", "p3", "p3", "p3"]
+    result = group_bootstrap(values, groups, B=500, seed=3)
+    assert result.estimate == pytest.approx(1 / 6) and result.n_groups == 3
+    assert -1.0 <= result.low <= result.estimate <= result.high <= 1.0
+    assert result == group_bootstrap(values, groups, B=500, seed=3)
+    bca = group_bootstrap(values, groups, B=500, seed=3, method="bca")
+    assert bca.estimate == result.estimate and bca.low <= bca.high
+
+
+def test_all_ties_give_a_point_interval_without_warnings(recwarn):
+    result = group_bootstrap(np.zeros(9), np.repeat(["a", "b", "c"], 3), method="bca")
+    assert (result.estimate, result.low, result.high) == (0.0, 0.0, 0.0)
+    assert not recwarn.list
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(InputError, match="two groups"):
+        group_bootstrap([1.0, 0.0], ["a", "a"])
+    with pytest.raises(InputError, match="method"):
+        group_bootstrap([1.0, 0.0], ["a", "b"], method="studentized")
+    with pytest.raises(InputError, match="finite"):
+        group_bootstrap([np.nan, 0.0], ["a", "b"])
+
+
+def test_win_tie_loss_and_the_comparison_table():
+    assert win_tie_loss([1, 2, 3], [1, 1, 4]) == (1 / 3, 1 / 3, 1 / 3)
+    table = pl.DataFrame({"group_id": ["a", "a", "b", "c"], "adaptive": [1, 1, 0, 1], "always": [1, 0, 0, 1],
+                          "keep": [0, 1, 0, 1]})
+    comparisons = conform(compare_policies(table, [("adaptive", "always"), ("adaptive", "keep")], B=500), COMPARISONS)
+    first = comparisons.row(0, named=True)
+    assert (first["a"], first["b"], first["estimate"]) == ("adaptive", "always", 0.25)
+    assert (first["n"], first["n_groups"]) == (4, 3)
+    assert (first["win"], first["tie"], first["loss"]) == (0.25, 0.75, 0.0)
+    with pytest.raises(InputError, match="missing values"):
+        compare_policies(table.with_columns(pl.lit(None).alias("keep")), [("adaptive", "keep")])
+    with pytest.raises(InputError, match=r"\['hybrid'\]"):
+        compare_policies(table, [("adaptive", "hybrid")])
+
+
+def test_percentile_interval_covers_the_true_mean_difference():
+    # 4,000 datasets of 60 papers with 1-8 questions each; every paper shifts its questions' differences by a
+    # shared random effect (sd 0.5) on top of per-question noise (sd 1). True mean difference 0.1. The interval
+    # must cover it 93-97% of the time: nominal 95%, but with 60 groups the percentile interval runs a little
+    # short (15,000 simulated datasets put it at 94.2%); the Monte-Carlo standard error here is 0.4 points.
+    rng = np.random.default_rng(2024)
+    truth, datasets, covered = 0.1, 4000, 0
+    for index in range(datasets):
+        sizes = rng.integers(1, 9, size=60)
+        groups = np.repeat(np.arange(60), sizes)
+        values = truth + rng.normal(0, 0.5, size=60)[groups] + rng.normal(0, 1, size=groups.size)
+        result = group_bootstrap(values, groups, B=2000, seed=index)
+        covered += result.low <= truth <= result.high
+    assert 0.93 <= covered / datasets <= 0.97, covered / datasets

@@ -1,0 +1,119 @@
+"""Utility labels: what switching (arm A → arm B) or retrieving (without → with) changes for each query.
+
+In:  Study A — two per-query metric tables of the `evaluate` stage (qid, measure, value), one per arm, and the
+     measure to compare (default Success@10 = hit@10). Study B — one table (qid, correct_without, correct_with)
+     of per-query correctness of the no-retrieval and the retrieval answer (exact match 0/1, or token F1).
+Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is what the query gets when the
+     router does not fire (arm A / no retrieval) and "on" when it fires (arm B / retrieval); delta = on − off.
+     For a 0/1 metric delta ∈ {−1, 0, +1}; for a graded metric it is real-valued and the outcome is its sign.
+     Outcome vocabulary follows each study: rescue / harm / tie (Study A), benefit / harm / neutral (Study B).
+     `outcome_summary` gives counts and rates (the utility distribution and harm rate) per group of rows.
+
+Every frontier, router and report downstream reads metric_off / metric_on / delta from this one table.
+"""
+
+from typing import Sequence
+
+import polars as pl
+
+from workflow_scripts.contracts import Column, Contract
+from workflow_scripts.errors import InputError
+
+ARM_OUTCOMES = ("rescue", "harm", "tie")
+RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
+
+LABELS = Contract(
+    name="labels",
+    columns={
+        "qid": Column(pl.String()),
+        "metric_off": Column(pl.Float64(), doc="metric when the router does not fire (arm A / no retrieval)"),
+        "metric_on": Column(pl.Float64(), doc="metric when the router fires (arm B / retrieval)"),
+        "delta": Column(pl.Float64(), doc="metric_on - metric_off: Study A's Δ, Study B's utility u"),
+        "outcome": Column(pl.String(), doc="sign of delta: rescue|harm|tie (arms) or benefit|harm|neutral"),
+    },
+    key=("qid",),
+    enums={"outcome": frozenset(ARM_OUTCOMES + RETRIEVAL_OUTCOMES)},
+)
+
+
+def _outcome(vocabulary: tuple[str, str, str]) -> pl.Expr:
+    positive, negative, zero = vocabulary
+    return (
+        pl.when(pl.col("delta") > 0).then(pl.lit(positive))
+        .when(pl.col("delta") < 0).then(pl.lit(negative))
+        .otherwise(pl.lit(zero))
+        .alias("outcome")
+    )
+
+
+def _check_values(table: pl.DataFrame, columns: Sequence[str], what: str) -> None:
+    """qid and the numeric `columns` are present and the numbers complete."""
+    for column in ("qid", *columns):
+        if column not in table.columns:
+            raise InputError(f"{what}: column '{column}' is missing (columns: {table.columns})")
+    for column in columns:
+        if table[column].null_count() or table[column].cast(pl.Float64).is_nan().any():
+            raise InputError(f"{what}: column '{column}' has missing values; score every query before labelling")
+
+
+def _check_unique(table: pl.DataFrame, what: str) -> None:
+    if table["qid"].is_duplicated().any():
+        duplicated = table.filter(pl.col("qid").is_duplicated())["qid"].unique().sort().head(5).to_list()
+        raise InputError(f"{what}: duplicated qids {duplicated}")
+
+
+def _one_measure(metrics: pl.DataFrame, measure: str, arm: str) -> pl.DataFrame:
+    chosen = metrics.filter(pl.col("measure") == measure)
+    if chosen.is_empty():
+        measures = sorted(metrics["measure"].unique().to_list())
+        raise InputError(f"arm labels: arm '{arm}' has no values for measure '{measure}' (it has {measures})")
+    _check_values(chosen, ["value"], f"arm labels ({arm}, {measure})")
+    _check_unique(chosen, f"arm labels ({arm}, {measure})")
+    return chosen.select("qid", pl.col("value").cast(pl.Float64))
+
+
+def arm_labels(
+    metrics_a: pl.DataFrame, metrics_b: pl.DataFrame, measure: str = "Success@10", arms: tuple[str, str] = ("A", "B")
+) -> pl.DataFrame:
+    """Δ = metric(B) − metric(A) per query; both arms must have judged the same queries."""
+    a = _one_measure(metrics_a, measure, arms[0]).rename({"value": "metric_off"})
+    b = _one_measure(metrics_b, measure, arms[1]).rename({"value": "metric_on"})
+    only_a = sorted(set(a["qid"]) - set(b["qid"]))
+    only_b = sorted(set(b["qid"]) - set(a["qid"]))
+    if only_a or only_b:
+        raise InputError(
+            f"arm labels: arms '{arms[0]}' and '{arms[1]}' were judged on different queries "
+            f"(only in {arms[0]}: {only_a[:5]}, only in {arms[1]}: {only_b[:5]}); evaluate both on the same qrels"
+        )
+    joined = a.join(b, on="qid").with_columns((pl.col("metric_on") - pl.col("metric_off")).alias("delta"))
+    return joined.with_columns(_outcome(ARM_OUTCOMES)).sort("qid")
+
+
+def retrieval_labels(correctness: pl.DataFrame) -> pl.DataFrame:
+    """u = correct(with retrieval) − correct(without) per query, from columns qid, correct_without, correct_with."""
+    _check_values(correctness, ["correct_without", "correct_with"], "retrieval labels")
+    _check_unique(correctness, "retrieval labels")
+    table = correctness.select(
+        "qid",
+        pl.col("correct_without").cast(pl.Float64).alias("metric_off"),
+        pl.col("correct_with").cast(pl.Float64).alias("metric_on"),
+    ).with_columns((pl.col("metric_on") - pl.col("metric_off")).alias("delta"))
+    return table.with_columns(_outcome(RETRIEVAL_OUTCOMES)).sort("qid")
+
+
+def outcome_summary(labels: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """Per group of rows (e.g. dataset, model): n, gains (rescue/benefit), harms, ties and their rates, the mean
+    metric with the router never firing (off) and always firing (on), and the mean delta."""
+    _check_values(labels, ["metric_off", "metric_on", "delta"], "outcome summary")
+    aggregations = [
+        pl.len().alias("n"),
+        (pl.col("delta") > 0).sum().alias("gains"),
+        (pl.col("delta") < 0).sum().alias("harms"),
+        (pl.col("delta") == 0).sum().alias("ties"),
+        pl.col("metric_off").mean().alias("mean_off"),
+        pl.col("metric_on").mean().alias("mean_on"),
+        pl.col("delta").mean().alias("mean_delta"),
+    ]
+    grouped = labels.group_by(list(by), maintain_order=True).agg(aggregations) if by else labels.select(aggregations)
+    rates = [(pl.col(count) / pl.col("n")).alias(f"{count[:-1]}_rate") for count in ("gains", "harms", "ties")]
+    return grouped.with_columns(rates).sort(list(by)) if by else grouped.with_columns(rates)
