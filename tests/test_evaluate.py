@@ -1,0 +1,53 @@
+"""Evaluation: our per-query wrapper agrees with ir-measures on trec_eval -c semantics, and keeps our order."""
+
+import ir_measures
+import polars as pl
+import pytest
+
+from workflow_scripts.contracts import QRELS, RUNS, SPLITS, frame
+from workflow_scripts.errors import InputError
+from workflow_scripts.evaluate import parse_measures, per_query, summarize
+
+QRELS_TABLE = frame(
+    [dict(qid="q1", unit_id="a", relevance=2), dict(qid="q1", unit_id="b", relevance=1),
+     dict(qid="q2", unit_id="c", relevance=1), dict(qid="q3", unit_id="d", relevance=0)],
+    QRELS,
+)
+
+
+def run(rows):
+    return frame([dict(qid=q, unit_id=u, rank=r, score=s) for q, u, r, s in rows], RUNS)
+
+
+def test_values_match_hand_computation_and_unretrieved_queries_score_zero():
+    # q1: b at rank 1, a at rank 2 (graded: a=2, b=1). q2 has no ranking at all. q3 has no relevant unit.
+    metrics = per_query(run([("q1", "b", 1, 1.0), ("q1", "a", 2, 1.0), ("q3", "d", 1, 1.0)]), QRELS_TABLE,
+                        parse_measures(["Success@1", "RR@10", "nDCG@10"]))
+    value = {(q, m): v for q, m, v in metrics.rows()}
+    assert set(q for q, _ in value) == {"q1", "q2"}
+    assert value[("q1", "Success@1")] == 1.0 and value[("q1", "RR@10")] == 1.0
+    # trec_eval's nDCG uses linear gains: DCG = 1/log2(2) + 2/log2(3), ideal = 2/log2(2) + 1/log2(3).
+    log2_3 = 1.5849625007211563
+    assert value[("q1", "nDCG@10")] == pytest.approx((1 + 2 / log2_3) / (2 + 1 / log2_3))
+    assert value[("q2", "RR@10")] == 0.0
+
+
+def test_tied_scores_keep_our_rank_order():
+    metrics = per_query(run([("q1", "b", 1, 0.5), ("q1", "a", 2, 0.5)]), QRELS_TABLE, parse_measures(["P@1"]))
+    assert metrics.filter(pl.col("qid") == "q1")["value"].to_list() == [1.0]
+    reference = ir_measures.calc_aggregate([ir_measures.parse_measure("P@1")],
+                                           [ir_measures.Qrel("q1", "b", 1)], [ir_measures.ScoredDoc("q1", "b", 1.0)])
+    assert list(reference.values()) == [1.0]
+
+
+def test_summary_per_split_and_overall():
+    metrics = pl.DataFrame({"qid": ["q1", "q2"], "measure": ["RR@10", "RR@10"], "value": [1.0, 0.0]})
+    splits = frame([dict(qid="q1", group_id="g1", split="dev"), dict(qid="q2", group_id="g2", split="heldout")], SPLITS)
+    summary = summarize(metrics, splits, "keep")
+    rows = {(s, m): (mean, n) for _, s, m, mean, n in summary.rows()}
+    assert rows[("all", "RR@10")] == (0.5, 2) and rows[("dev", "RR@10")] == (1.0, 1)
+
+
+def test_unknown_measure_names_the_key():
+    with pytest.raises(InputError, match="evaluation.measures: cannot parse 'Hits@10'"):
+        parse_measures(["Hits@10"])
