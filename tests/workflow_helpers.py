@@ -15,6 +15,9 @@ from conftest import PROJECT_ROOT
 
 COPIED = ("Snakefile", "rules", "envs", "config.yaml", "data", "profiles")
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+# Model conversions, embeddings and reranker scores are content-addressed, so every test workdir may share them:
+# the first run pays for them once per machine, later runs reuse them (a changed input is still recomputed).
+SHARED_CACHE = PROJECT_ROOT / ".pytest_cache" / "d" / "ragfrontier-results-cache"
 
 
 def make_workdir(tmp_path: Path, config_overrides: dict | None = None) -> Path:
@@ -28,6 +31,9 @@ def make_workdir(tmp_path: Path, config_overrides: dict | None = None) -> Path:
         else:
             shutil.copy(source, work / name)
     (work / "workflow_scripts").symlink_to(PROJECT_ROOT / "workflow_scripts")
+    SHARED_CACHE.mkdir(parents=True, exist_ok=True)
+    (work / "results").mkdir()
+    (work / "results" / "cache").symlink_to(SHARED_CACHE)
     if config_overrides:
         config = yaml.safe_load((work / "config.yaml").read_text())
         config.update(config_overrides)

@@ -82,6 +82,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
         raise InputError("invalid config:\n  " + "\n  ".join(lines))
     check_fractions(config["splits"]["fractions"])
     check_dataset_files(config)
+    check_arms(config)
     return config
 
 
@@ -95,3 +96,29 @@ def check_dataset_files(config: dict[str, Any]) -> None:
     ]
     if missing:
         raise InputError("invalid config:\n  " + "\n  ".join(missing) + "\n  (paths are relative to the project root)")
+
+
+def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What is inconsistent in one arm: sizes, its reranker, its datasets."""
+    problems = []
+    if arm["keep"] > arm["candidates"]:
+        problems.append(f"arms.{name}.keep = {arm['keep']} is larger than candidates = {arm['candidates']}")
+    if arm["first_stage"] == "hybrid" and arm["fusion_depth"] < arm["candidates"]:
+        problems.append(
+            f"arms.{name}.fusion_depth = {arm['fusion_depth']} is smaller than candidates = {arm['candidates']}"
+        )
+    rerankers = config["models"]["rerankers"]
+    if arm["rerank"] is not None and arm["rerank"] not in rerankers:
+        problems.append(
+            f"arms.{name}.rerank = {arm['rerank']!r} names no models.rerankers entry; defined: {sorted(rerankers)}"
+        )
+    unknown = sorted(set(arm.get("datasets", [])) - set(config["datasets"]))
+    if unknown:
+        problems.append(f"arms.{name}.datasets: {unknown} are not configured datasets; configured: {sorted(config['datasets'])}")
+    return problems
+
+
+def check_arms(config: dict[str, Any]) -> None:
+    problems = [problem for name, arm in config["arms"].items() for problem in arm_problems(name, arm, config)]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))

