@@ -11,6 +11,7 @@ configfile: "config.yaml"
 include: "rules/common.smk"
 include: "rules/ingest.smk"
 include: "rules/retrieve.smk"
+include: "rules/route.smk"
 
 
 rule all:

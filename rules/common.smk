@@ -17,6 +17,7 @@ wildcard_constraints:
     scope="global|group",
     arm="[A-Za-z0-9][A-Za-z0-9_-]*",
     reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
+    pair="[A-Za-z0-9][A-Za-z0-9_-]*",
 
 
 def dataset_files(wildcards):
@@ -39,6 +40,7 @@ def final_targets():
         targets += expand("results/{dataset}/runs/{arm}.trec", dataset=dataset, arm=arms)
         if arms:
             targets.append(f"results/{dataset}/metrics/summary.md")
+        targets += routing_targets(dataset)
     return targets
 
 
@@ -106,3 +108,41 @@ def arm_inputs(wildcards):
     if arm.get("rerank"):
         inputs["rerank"] = f"results/{wildcards.dataset}/rerank/{arm['rerank']}.parquet"
     return inputs
+
+
+ROUTERS = sorted(config["routing"]["routers"])
+
+
+def route_pair(wildcards):
+    return config["routing"]["pairs"][wildcards.pair]
+
+
+def route_feature_inputs(wildcards):
+    """What the pair's feature families read: the base arm's run and dense ranking, questions, the BM25 probe."""
+    pair = route_pair(wildcards)
+    scope = config["arms"][pair["base"]]["scope"]
+    base = f"results/{wildcards.dataset}"
+    inputs = {"labels": f"{base}/routing/{wildcards.pair}/labels.parquet", "questions": f"{base}/questions.parquet"}
+    if "base_arm" in pair["features"]:
+        inputs |= {
+            "base_run": f"{base}/runs/{pair['base']}.parquet",
+            "dense": f"{base}/first_stage/dense_{scope}.parquet",
+            "units": f"{base}/units.parquet",
+        }
+    if "retrieval_score" in pair["features"]:
+        inputs["probe"] = f"{base}/first_stage/bm25_{scope}.parquet"
+    return inputs
+
+
+def routing_targets(dataset):
+    pairs = [
+        name
+        for name, pair in config["routing"]["pairs"].items()
+        if {pair["base"], pair["alternative"]} <= set(arms_for(dataset))
+    ]
+    return expand(
+        "results/{dataset}/routing/{pair}/{table}",
+        dataset=dataset,
+        pair=pairs,
+        table=["policies.csv", "comparisons.csv", "frontiers.parquet", "audit.parquet"],
+    )

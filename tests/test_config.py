@@ -23,7 +23,7 @@ def test_default_config_is_valid_and_defaults_are_filled(config):
 
 def test_unknown_top_level_key(config):
     config["datsets"] = {}
-    with pytest.raises(InputError, match=r"\(top level\): unknown key\(s\) \['datsets'\]; allowed keys: \['arms', 'datasets', "):
+    with pytest.raises(InputError, match=r"\(top level\): unknown key\(s\) \['datsets'\]; allowed keys: \['arms', 'budgets', 'datasets', "):
         validate_config(config)
 
 

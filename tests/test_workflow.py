@@ -3,6 +3,7 @@ and stops bad input with one clear message and no partial outputs."""
 
 import json
 
+import polars as pl
 import pytest
 import yaml
 
@@ -10,6 +11,7 @@ from workflow_helpers import make_workdir, planned_jobs, snakemake
 from workflow_scripts.contracts import CONTRACTS, read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
+ROUTING_JOBS = {"route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,19 @@ def test_demo_produces_runs_and_metrics_for_every_arm(finished_run):
     assert len(summary) == 1 + 5 * 4  # 5 arms × (dev, calibration, heldout, all)
 
 
+def test_demo_routes_keep_versus_hybrid_end_to_end(finished_run):
+    routing = finished_run / "results" / "demo" / "routing" / "keep_vs_hybrid"
+    for router in ("ridge", "random", "always", "never"):
+        assert (routing / "frozen" / f"{router}.json").read_text().startswith("{")
+    policies = pl.read_csv(routing / "policies.csv")
+    assert policies["router"].to_list() == ["ridge", "random", "always", "never"]
+    frontiers = pl.read_parquet(routing / "frontiers.parquet")
+    assert set(frontiers["frontier"]) == {"exact", "deployable", "conservative"}
+    assert set(frontiers["router"]) == {"ridge", "random"}  # always / never have no budget knob
+    audit = pl.read_parquet(routing / "audit.parquet")
+    assert audit.height == 2 * 9 and audit["combinations"].unique().to_list() == [2 * 20]
+
+
 def test_second_run_has_nothing_to_do(finished_run):
     assert planned_jobs(finished_run) == {}
 
@@ -57,7 +72,7 @@ def test_changing_the_split_seed_reruns_only_splits(finished_run):
     config["splits"]["seed"] = config["splits"]["seed"] + 1
     (finished_run / "seed.yaml").write_text(yaml.safe_dump({"splits": config["splits"]}))
     assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {
-        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1
+        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS
     }
 
 
@@ -65,8 +80,14 @@ def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
     # keep reads no BM25 ranking but shares the reranker job with hybrid, whose candidates do change
     (finished_run / "k1.yaml").write_text(yaml.safe_dump({"retrieval": {"bm25": {"k1": 1.2}}}))
     assert planned_jobs(finished_run, "--configfile", "k1.yaml") == {
-        "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1
+        "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1,
+        **ROUTING_JOBS,
     }
+
+
+def test_changing_the_budget_grid_reruns_only_frontiers(finished_run):
+    (finished_run / "grid.yaml").write_text(yaml.safe_dump({"budgets": {"grid": [0.25, 0.5]}}))
+    assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {"all": 1, "route_frontiers": 1}
 
 
 def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
@@ -74,7 +95,7 @@ def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
     source.write_text(source.read_text().replace("  ", " ", 1))
     assert planned_jobs(finished_run) == {
         "all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "retrieve_bm25": 1,
-        "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1,
+        "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS,
     }
 
 

@@ -83,6 +83,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_fractions(config["splits"]["fractions"])
     check_dataset_files(config)
     check_arms(config)
+    check_routing(config)
     return config
 
 
@@ -120,5 +121,59 @@ def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list
 
 def check_arms(config: dict[str, Any]) -> None:
     problems = [problem for name, arm in config["arms"].items() for problem in arm_problems(name, arm, config)]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+FAMILY_NEEDS = {
+    "uncertainty": "the no-retrieval generation stage, which this pipeline does not configure yet",
+}
+
+
+def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What a routing pair refers to that is not configured: arms, the measure, the stages its features need."""
+    problems = [
+        f"routing.pairs.{name}.{side} = {pair[side]!r} names no arm; arms: {sorted(config['arms'])}"
+        for side in ("base", "alternative")
+        if pair[side] not in config["arms"]
+    ]
+    if pair["measure"] not in config["evaluation"]["measures"]:
+        problems.append(
+            f"routing.pairs.{name}.measure = {pair['measure']!r} is not computed; evaluation.measures: "
+            f"{config['evaluation']['measures']}"
+        )
+    if problems:
+        return problems
+    base = config["arms"][pair["base"]]
+    families = pair["features"]
+    problems += [f"routing.pairs.{name}.features: '{family}' needs {FAMILY_NEEDS[family]}" for family in families if family in FAMILY_NEEDS]
+    if "base_arm" in families and (base["first_stage"] == "bm25" or not base["rerank"]):
+        problems.append(
+            f"routing.pairs.{name}.features: 'base_arm' (Study A's Keep features) needs the base arm "
+            f"'{pair['base']}' to rerank a dense or hybrid first stage"
+        )
+    bm25_scopes = {arm["scope"] for arm in config["arms"].values() if arm["first_stage"] in ("bm25", "hybrid")}
+    if "retrieval_score" in families and base["scope"] not in bm25_scopes:
+        problems.append(
+            f"routing.pairs.{name}.features: 'retrieval_score' needs a BM25 first stage in scope "
+            f"'{base['scope']}' (add an arm that uses bm25 or hybrid there)"
+        )
+    return problems
+
+
+ROUTER_FAMILIES = {"entropy": "uncertainty", "min_confidence": "uncertainty", "bm25_top": "retrieval_score"}
+
+
+def check_routing(config: dict[str, Any]) -> None:
+    routing = config["routing"]
+    problems = [problem for name, pair in routing["pairs"].items() for problem in pair_problems(name, pair, config)]
+    for router, spec in routing["routers"].items():
+        family = ROUTER_FAMILIES.get(spec.get("kind", router))
+        lacking = [name for name, pair in routing["pairs"].items() if family and family not in pair["features"]]
+        if lacking:
+            problems.append(
+                f"routing.routers.{router}: reads a '{family}' feature, which pairs {lacking} do not configure "
+                f"(add it to their features)"
+            )
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))

@@ -1,0 +1,97 @@
+# Stage 3 — routing: for each configured pair (base arm → on arm), utility labels and features, routers fitted
+# on dev with grouped cross-validation and frozen, then held-out policies with bootstrap CIs, budget frontiers
+# (exact / deployable / conservative) and the calibration audit.
+
+
+rule route_labels:
+    input:
+        base=lambda wildcards: f"results/{wildcards.dataset}/metrics/{route_pair(wildcards)['base']}.parquet",
+        alternative=lambda wildcards: f"results/{wildcards.dataset}/metrics/{route_pair(wildcards)['alternative']}.parquet",
+    output:
+        labels="results/{dataset}/routing/{pair}/labels.parquet",
+    params:
+        pair=route_pair,
+    log:
+        "results/logs/route_labels/{dataset}_{pair}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/route.py"
+
+
+rule route_features:
+    input:
+        unpack(route_feature_inputs),
+    output:
+        features="results/{dataset}/routing/{pair}/features.parquet",
+    params:
+        pair=route_pair,
+    log:
+        "results/logs/route_features/{dataset}_{pair}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/route.py"
+
+
+rule route_fit:
+    input:
+        labels="results/{dataset}/routing/{pair}/labels.parquet",
+        features="results/{dataset}/routing/{pair}/features.parquet",
+        splits="results/{dataset}/splits.parquet",
+    output:
+        oof="results/{dataset}/routing/{pair}/oof_scores.parquet",
+        thresholds="results/{dataset}/routing/{pair}/thresholds.csv",
+        frozen=expand("results/{{dataset}}/routing/{{pair}}/frozen/{router}.json", router=ROUTERS),
+    params:
+        routing=config["routing"],
+        routers=config["routing"]["routers"],
+    log:
+        "results/logs/route_fit/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_fit/{dataset}_{pair}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/route.py"
+
+
+rule route_heldout:
+    input:
+        labels="results/{dataset}/routing/{pair}/labels.parquet",
+        features="results/{dataset}/routing/{pair}/features.parquet",
+        splits="results/{dataset}/splits.parquet",
+        frozen=expand("results/{{dataset}}/routing/{{pair}}/frozen/{router}.json", router=ROUTERS),
+    output:
+        routed="results/{dataset}/routing/{pair}/routed.parquet",
+        policies="results/{dataset}/routing/{pair}/policies.csv",
+        comparisons="results/{dataset}/routing/{pair}/comparisons.csv",
+    params:
+        routing=config["routing"],
+        routers=config["routing"]["routers"],
+    log:
+        "results/logs/route_heldout/{dataset}_{pair}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/route.py"
+
+
+rule route_frontiers:
+    input:
+        routed="results/{dataset}/routing/{pair}/routed.parquet",
+    output:
+        frontiers="results/{dataset}/routing/{pair}/frontiers.parquet",
+        audit="results/{dataset}/routing/{pair}/audit.parquet",
+    params:
+        routers=config["routing"]["routers"],
+        budgets=config["budgets"],
+        seed=config["routing"]["seed"],
+    log:
+        "results/logs/route_frontiers/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_frontiers/{dataset}_{pair}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/route.py"
