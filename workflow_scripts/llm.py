@@ -1,0 +1,728 @@
+"""One LLM engine for every generating stage: batched, deduplicated, cached generation on three backends.
+
+In:  `Request`s (an id, a `prompts.Template`, its fields, evidence units in rank order, optional follow-up
+     turns), an `Engine` (`load_engine` builds it from a config block such as `models.generator`), a cache
+     folder, and optional sampling overrides (temperature, top_p, max_new_tokens, seed, stop).
+Out: `generate` returns one GENERATIONS row per request, in request order: status ("ok" | "error") and the
+     error's cause, the text, finish_reason ("stop" | "length"), prompt and completion tokens, token-level
+     uncertainty of the generated tokens, latency, backend, device, where the row came from ("generated" |
+     "cache" | "duplicate") and how much evidence survived the context-length policy.
+
+Backends:
+- "transformers" (CPU or GPU, the offline default): the tokenizer's chat template, left-padded batches of
+  `batch_size`, greedy unless temperature > 0. Uncertainty comes from the model's raw next-token logits over
+  the full vocabulary (before temperature / top-p), so it does not depend on the sampling settings.
+- "openai": an OpenAI-compatible server (a served vLLM, Ollama) at `base_url`, `/chat/completions` with
+  `logprobs` and `top_logprobs: k` (`top_logprobs: 0` sends neither); `concurrency` requests in flight. The
+  API key is read from the environment variable named by `api_key_env` and only ever put in the request
+  header. Refused connections, timeouts, HTTP 429 and 5xx are retried `max_retries` times with exponential
+  backoff (`backoff_s` × 2^attempt); a request that still fails, or gets another 4xx or an unreadable body, is
+  recorded with status "error" and its cause and the run carries on.
+- "vllm": offline batches through `vllm.LLM(...).generate` with `SamplingParams(logprobs=k)` on prompts
+  tokenized here (so the prompt is exactly the rendered chat template). vLLM is CUDA-only and lives in the
+  `gpu` extra (envs/gpu.yaml); it is imported only when this backend is loaded.
+
+Uncertainty (per request, over the generated tokens including a final end-of-sequence token):
+`mean_entropy` (mean over tokens of the entropy of the next-token distribution, nats), `min_token_prob`
+(lowest probability given to a generated token), `sequence_logprob` (sum of the generated tokens' log
+probabilities). `uncertainty_basis` says what the entropy was computed over: "full_vocabulary" for
+transformers; "top_<k>" for openai/vllm, where only the top-k log probabilities are returned and the entropy is
+the partial sum -Σ p·log p over those k tokens (a lower bound of the full entropy; the tail mass is ignored).
+When a server returns no log probabilities, all three are null.
+
+Latency: openai rows carry their own request's wall time (retries included). transformers and vllm generate a
+batch at once; its wall time is split over its requests in proportion to the tokens each processed (prompt +
+completion), a proxy for the compute each used. Cached rows keep the latency measured when they were
+generated: it is the cost of that call, whoever paid it.
+
+Cache (LLM_CACHE, Parquet shards via `cache.py`): key = sha256(model fingerprint, backend, sampling
+parameters, rendered prompt). The rendered prompt is the chat-template text (transformers, vllm) or the JSON of
+the messages (openai), after evidence truncation, so a changed template or policy invalidates exactly the
+requests whose prompt changed. At temperature 0 top_p and seed are left out of the key (they do not change a
+greedy output). The device is not in the key. Identical requests in one call are generated once. Missing
+requests are generated in shards of `shard_size` (sorted by prompt length, so batches pad little), each
+appended to the cache when finished: a killed stage loses at most one shard. Only successful generations are
+cached; an error is never served from the cache, so the next run retries it.
+
+Context length: a prompt longer than `max_prompt_tokens` loses evidence, never its question or instructions:
+units are kept in rank order while they fit, the first that does not is cut to the remaining room (dropped if
+under `MIN_CUT_TOKENS`), the rest are dropped; `evidence_kept` and `evidence_truncated` record it. A prompt
+that does not fit even without evidence is an InputError. The openai backend has no tokenizer here and
+counts tokens as ceil(characters / `chars_per_token`) (4, as in Study C), an estimate.
+
+Sampled generation (temperature > 0) seeds torch with `seed` before each batch, so it is reproducible for the
+same batches only; greedy output does not depend on the batching beyond floating-point noise.
+"""
+
+import json
+import logging
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+import polars as pl
+import requests
+
+from workflow_scripts import models, prompts
+from workflow_scripts.cache import append_cache, content_key, read_cache
+from workflow_scripts.contracts import Column, Contract, frame
+from workflow_scripts.errors import InputError
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("transformers", "openai", "vllm")
+MIN_CUT_TOKENS = 16
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+_RESULT_COLUMNS = {
+    "text": Column(pl.String(), doc="the generated text (stop strings and end-of-sequence removed)"),
+    "finish_reason": Column(pl.String(), doc="stop (end of sequence or a stop string) | length (max_new_tokens)"),
+    "prompt_tokens": Column(pl.Int32(), nullable=True, doc="tokens in the prompt (null: a server did not say)"),
+    "completion_tokens": Column(pl.Int32(), nullable=True, doc="tokens generated (null: a server did not say)"),
+    "mean_entropy": Column(pl.Float64(), nullable=True, doc="mean next-token entropy over generated tokens, nats"),
+    "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
+    "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
+    "uncertainty_basis": Column(pl.String(), nullable=True, doc="full_vocabulary | top_<k> (see llm.py)"),
+    "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
+    "backend": Column(pl.String(), doc="transformers | openai | vllm"),
+    "model": Column(pl.String(), doc="the model reference from the config"),
+    "device": Column(pl.String(), doc="cpu, cuda:0, ... or the server's base URL"),
+}
+
+LLM_CACHE = Contract(
+    name="llm_cache",
+    columns={
+        "key": Column(pl.String(), doc="sha256 of (model fingerprint, backend, sampling, rendered prompt)"),
+        **_RESULT_COLUMNS,
+    },
+    key=("key",),
+    enums={"finish_reason": frozenset({"stop", "length"}), "backend": frozenset(BACKENDS)},
+)
+
+GENERATIONS = Contract(
+    name="generations",
+    columns={
+        "request_id": Column(pl.String(), doc="the caller's id of the request (unique per call)"),
+        "key": Column(pl.String(), doc="the LLM cache key; equal keys mean identical requests"),
+        "status": Column(pl.String(), doc="ok | error"),
+        "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
+        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
+        **{
+            name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
+            for name, column in _RESULT_COLUMNS.items()
+        },
+        "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
+        "evidence_kept": Column(pl.Int32(), doc="units in the prompt after the context-length policy"),
+        "evidence_truncated": Column(pl.Boolean(), doc="a unit was cut or dropped to fit max_prompt_tokens"),
+    },
+    key=("request_id",),
+    enums={
+        "status": frozenset({"ok", "error"}),
+        "source": frozenset({"generated", "cache", "duplicate"}),
+        "finish_reason": frozenset({"stop", "length"}),
+        "backend": frozenset(BACKENDS),
+    },
+)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings; temperature 0 is greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def key_fields(self) -> dict[str, Any]:
+        """The settings that can change the output (top_p and seed do not matter when greedy)."""
+        if self.temperature == 0:
+            return {"temperature": 0.0, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
+        return {
+            "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed, "stop": list(self.stop),
+        }
+
+
+def sampling_from(settings: Mapping[str, Any], base: Sampling = Sampling(), where: str = "sampling") -> Sampling:
+    """`base` with the given settings applied; InputError naming an unknown key or a bad value."""
+    known = {item.name for item in fields(Sampling)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise InputError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
+    values = dict(settings)
+    if "stop" in values:
+        stop = values["stop"]
+        if isinstance(stop, str) or not all(isinstance(item, str) and item for item in stop):
+            raise InputError(f"{where}.stop: expected a list of non-empty strings, got {stop!r}")
+        values["stop"] = tuple(stop)
+    sampling = replace(base, **values)
+    if not (sampling.temperature >= 0 and 0 < sampling.top_p <= 1 and sampling.max_new_tokens >= 1):
+        raise InputError(f"{where}: need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1; got {sampling}")
+    return sampling
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """One LLM as configured (e.g. `models.generator`); see the module docstring for each backend's keys."""
+
+    backend: str
+    model: str
+    device: str = "cpu"
+    sampling: Sampling = Sampling()
+    max_prompt_tokens: int = 2048
+    batch_size: int = 8
+    shard_size: int = 64
+    top_logprobs: int = 5
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    concurrency: int = 8
+    chars_per_token: float = 4.0
+    vllm: Mapping[str, Any] = field(default_factory=dict)
+
+
+def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> EngineConfig:
+    """Validate a config block into an `EngineConfig`; InputError naming the key at fault."""
+    known = {item.name for item in fields(EngineConfig)}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise InputError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
+    for required in ("backend", "model"):
+        if not spec.get(required):
+            raise InputError(f"{where}.{required} is required")
+    if spec["backend"] not in BACKENDS:
+        raise InputError(f"{where}.backend: '{spec['backend']}' is unknown; use one of {list(BACKENDS)}")
+    values = dict(spec)
+    values["sampling"] = sampling_from(spec.get("sampling") or {}, where=f"{where}.sampling")
+    config = EngineConfig(**values)
+    if config.backend == "openai" and not config.base_url:
+        raise InputError(f"{where}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)")
+    for name in ("max_prompt_tokens", "batch_size", "shard_size", "concurrency"):
+        if getattr(config, name) < 1:
+            raise InputError(f"{where}.{name} must be at least 1")
+    if config.top_logprobs < 0 or config.max_retries < 0:
+        raise InputError(f"{where}: top_logprobs and max_retries must be >= 0")
+    return config
+
+
+class Prompt(NamedTuple):
+    """A request as sent: the chat messages and the rendered text the model sees (the cache key's prompt)."""
+
+    messages: list[dict[str, str]]
+    text: str
+
+
+class Outcome(NamedTuple):
+    """One generation: text and statistics, or `error` set (then the other fields are placeholders)."""
+
+    text: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    mean_entropy: float | None = None
+    min_token_prob: float | None = None
+    sequence_logprob: float | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+
+
+class Backend(Protocol):
+    """What `generate` needs from a backend (see the module docstring)."""
+
+    name: str
+    fingerprint: str
+    device: str
+    uncertainty_basis: str | None
+
+    def render(self, messages: list[dict[str, str]]) -> str: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def cut(self, text: str, max_tokens: int) -> str: ...
+
+    def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]: ...
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A configured LLM with its loaded backend; reuse it across `generate` calls of a stage."""
+
+    config: EngineConfig
+    backend: Backend
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt to generate: `followup` turns (role, text) are appended after the template's messages."""
+
+    request_id: str
+    template: prompts.Template
+    fields: Mapping[str, str]
+    evidence: tuple[str, ...] = ()
+    followup: tuple[tuple[str, str], ...] = ()
+
+
+class Fitted(NamedTuple):
+    prompt: Prompt
+    kept: int
+    truncated: bool
+
+
+# ---- context-length policy ------------------------------------------------------------------------------
+
+
+def _messages(request: Request, evidence: Sequence[str]) -> list[dict[str, str]]:
+    rendered = prompts.render(request.template, request.fields, evidence)
+    return rendered + [{"role": role, "content": content} for role, content in request.followup]
+
+
+def _evidence_within(evidence: Sequence[str], lengths: Sequence[int], budget: int, backend: Backend) -> list[str]:
+    """Units in rank order while their token lengths fit `budget`; the next one cut to the rest (or dropped)."""
+    kept: list[str] = []
+    for text, length in zip(evidence, lengths):
+        if length <= budget:
+            kept.append(text)
+            budget -= length
+            continue
+        if budget >= MIN_CUT_TOKENS:
+            kept.append(backend.cut(text, budget))
+        break
+    return kept
+
+
+def fit(request: Request, backend: Backend, max_prompt_tokens: int) -> Fitted:
+    """Render `request`, cutting evidence (never the question or instructions) to fit `max_prompt_tokens`.
+
+    The evidence token budget is the largest whose rendered prompt fits, found by bisection (each probe
+    renders and counts the whole prompt, so separators and the chat template are counted exactly).
+    """
+    def prompt_for(evidence: Sequence[str]) -> tuple[Prompt, int]:
+        messages = _messages(request, evidence)
+        text = backend.render(messages)
+        return Prompt(messages, text), backend.count_tokens(text)
+
+    full, tokens = prompt_for(request.evidence)
+    if tokens <= max_prompt_tokens:
+        return Fitted(full, len(request.evidence), False)
+    bare, bare_tokens = prompt_for(())
+    if bare_tokens > max_prompt_tokens:
+        raise InputError(
+            f"request {request.request_id} (template {request.template.name}) has {bare_tokens} prompt tokens "
+            f"without any evidence, more than max_prompt_tokens = {max_prompt_tokens}; raise max_prompt_tokens "
+            f"or shorten the template"
+        )
+    lengths = [backend.count_tokens(text) for text in request.evidence]
+    best, low, high = (bare, []), 0, sum(lengths)
+    while low < high:
+        budget = (low + high + 1) // 2
+        evidence = _evidence_within(request.evidence, lengths, budget, backend)
+        prompt, tokens = prompt_for(evidence)
+        if tokens <= max_prompt_tokens:
+            best, low = (prompt, evidence), budget
+        else:
+            high = budget - 1
+    prompt, evidence = best
+    return Fitted(prompt, len(evidence), True)
+
+
+# ---- uncertainty ----------------------------------------------------------------------------------------
+
+
+def topk_uncertainty(steps: Sequence[tuple[float, Sequence[float]]]) -> tuple[float | None, float | None, float | None]:
+    """(mean entropy over the top-k, min token probability, sequence log-prob) from per-token
+    (chosen token's logprob, top-k logprobs); entropy is None unless every step has top-k values."""
+    if not steps:
+        return None, None, None
+    chosen = [logprob for logprob, _ in steps]
+    entropies = [-sum(math.exp(value) * value for value in top) for _, top in steps if top]
+    entropy = sum(entropies) / len(entropies) if len(entropies) == len(steps) else None
+    return entropy, math.exp(min(chosen)), float(sum(chosen))
+
+
+def _apportion(wall: float, outcomes: list[Outcome]) -> list[Outcome]:
+    """Split a batch's wall time over its outcomes in proportion to prompt + completion tokens."""
+    weights = [(outcome.prompt_tokens or 0) + (outcome.completion_tokens or 0) for outcome in outcomes]
+    if not sum(weights):
+        weights = [1] * len(outcomes)
+    return [outcome._replace(latency_s=wall * weight / sum(weights)) for outcome, weight in zip(outcomes, weights)]
+
+
+# ---- transformers backend -------------------------------------------------------------------------------
+
+
+class TransformersBackend:
+    """Batched generation with a transformers causal LM (loaded by `models.causal_lm`)."""
+
+    name = "transformers"
+    uncertainty_basis = "full_vocabulary"
+
+    def __init__(self, model: Any, tokenizer: Any, device: str, batch_size: int):
+        self.model, self.tokenizer, self.device, self.batch_size = model, tokenizer, device, batch_size
+        self.fingerprint = models.model_fingerprint(model)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        eos = model.generation_config.eos_token_id
+        self.eos_ids = {token for token in [*(eos if isinstance(eos, list) else [eos]), tokenizer.eos_token_id]
+                        if token is not None}
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def cut(self, text: str, max_tokens: int) -> str:
+        return self.tokenizer.decode(self.tokenizer(text, add_special_tokens=False)["input_ids"][:max_tokens])
+
+    def _end(self, tokens: list[int], stop: tuple[str, ...]) -> tuple[int, bool]:
+        """(number of real generated tokens, whether generation stopped) for one sequence."""
+        for at, token in enumerate(tokens):
+            if token in self.eos_ids:
+                return at + 1, True
+            if stop and any(s in self.tokenizer.decode(tokens[: at + 1], skip_special_tokens=True) for s in stop):
+                return at + 1, True
+        return len(tokens), False
+
+    def _batch(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        import torch
+
+        encoded = self.tokenizer(
+            [prompt.text for prompt in batch], padding=True, return_tensors="pt", add_special_tokens=False
+        ).to(self.model.device)
+        options: dict[str, Any] = {"do_sample": sampling.temperature > 0}
+        if sampling.temperature > 0:
+            torch.manual_seed(sampling.seed)
+            options.update(temperature=sampling.temperature, top_p=sampling.top_p)
+        if sampling.stop:
+            options.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            output = self.model.generate(
+                **encoded, max_new_tokens=sampling.max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id, **options,
+            )
+        generated = output.sequences[:, encoded["input_ids"].shape[1] :].tolist()
+        lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        outcomes = []
+        for row, (tokens, prompt_tokens) in enumerate(zip(generated, lengths)):
+            end, stopped = self._end(tokens, sampling.stop)
+            logprobs = torch.stack([output.logits[step][row].float() for step in range(end)]).log_softmax(-1)
+            chosen = logprobs[torch.arange(end), torch.tensor(tokens[:end])]
+            entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)
+            text = self.tokenizer.decode(tokens[:end], skip_special_tokens=True)
+            for stop in sampling.stop:
+                text = text.split(stop, 1)[0]
+            outcomes.append(Outcome(
+                text=text, finish_reason="stop" if stopped else "length", prompt_tokens=int(prompt_tokens),
+                completion_tokens=end, mean_entropy=float(entropy.mean()), min_token_prob=float(chosen.exp().min()),
+                sequence_logprob=float(chosen.sum()),
+            ))
+        return outcomes
+
+    def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for start in range(0, len(batch), self.batch_size):
+            started = time.perf_counter()
+            chunk = self._batch(batch[start : start + self.batch_size], sampling)
+            outcomes += _apportion(time.perf_counter() - started, chunk)
+        return outcomes
+
+
+# ---- OpenAI-compatible HTTP backend ---------------------------------------------------------------------
+
+
+class OpenAIBackend:
+    """/v1/chat/completions of an OpenAI-compatible server; the key is read from the environment, never stored."""
+
+    name = "openai"
+
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.device = config.base_url
+        self.fingerprint = f"openai-model:{config.model}"
+        self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
+        if config.api_key_env and not os.environ.get(config.api_key_env):
+            raise InputError(
+                f"models: api_key_env names the environment variable {config.api_key_env}, which is not set; "
+                f"export it before running (the key is never read from the config)"
+            )
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
+
+    def count_tokens(self, text: str) -> int:
+        return math.ceil(len(text) / self.config.chars_per_token)
+
+    def cut(self, text: str, max_tokens: int) -> str:
+        return text[: int(max_tokens * self.config.chars_per_token)]
+
+    def body(self, messages: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+        """The JSON body of one chat-completions request."""
+        body: dict[str, Any] = {
+            "model": self.config.model, "messages": messages, "temperature": sampling.temperature,
+            "max_tokens": sampling.max_new_tokens, "seed": sampling.seed,
+        }
+        if sampling.temperature > 0:
+            body["top_p"] = sampling.top_p
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if self.config.top_logprobs:
+            body.update(logprobs=True, top_logprobs=self.config.top_logprobs)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key_env:
+            headers["Authorization"] = f"Bearer {os.environ[self.config.api_key_env]}"
+        return headers
+
+    def _call(self, prompt: Prompt, sampling: Sampling) -> Outcome:
+        started, cause = time.perf_counter(), ""
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
+            try:
+                response = requests.post(
+                    self.url, json=self.body(prompt.messages, sampling), headers=self._headers(),
+                    timeout=self.config.timeout_s,
+                )
+            except (requests.ConnectionError, requests.Timeout) as error:
+                cause = f"{type(error).__name__} from {self.url}"
+                continue
+            except requests.RequestException as error:
+                return Outcome(error=f"{type(error).__name__} from {self.url}: {error}",
+                               latency_s=time.perf_counter() - started)
+            if response.status_code in RETRY_STATUS:
+                cause = f"HTTP {response.status_code} from {self.url}: {response.text[:200]}"
+                continue
+            if response.status_code != 200:
+                return Outcome(error=f"HTTP {response.status_code} from {self.url}: {response.text[:200]}",
+                               latency_s=time.perf_counter() - started)
+            try:
+                outcome = parse_chat_completion(response.json())
+            except (ValueError, KeyError, IndexError, TypeError) as error:
+                outcome = Outcome(error=f"unreadable response from {self.url}: {error}")
+            return outcome._replace(latency_s=time.perf_counter() - started)
+        tries = self.config.max_retries + 1
+        return Outcome(error=f"{cause} (gave up after {tries} tries)", latency_s=time.perf_counter() - started)
+
+    def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
+            return list(pool.map(lambda prompt: self._call(prompt, sampling), batch))
+
+
+def parse_chat_completion(payload: Mapping[str, Any]) -> Outcome:
+    """An `Outcome` from a chat-completions response body (usage and logprobs are optional)."""
+    choice = payload["choices"][0]
+    text = choice["message"]["content"]
+    if not isinstance(text, str):
+        raise TypeError("the message has no text content")
+    usage = payload.get("usage") or {}
+    steps = [
+        (float(token["logprob"]), [float(top["logprob"]) for top in token.get("top_logprobs") or []])
+        for token in ((choice.get("logprobs") or {}).get("content") or [])
+    ]
+    entropy, min_prob, logprob = topk_uncertainty(steps)
+    return Outcome(
+        text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+        prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+    )
+
+
+# ---- vLLM offline backend -------------------------------------------------------------------------------
+
+
+def import_vllm() -> Any:
+    """The vllm module, or one InputError saying how to get it."""
+    try:
+        import vllm
+    except ImportError as error:
+        raise InputError(
+            f"backend 'vllm' needs the vllm package ({error}); it is CUDA-only and pins its own torch: create the "
+            f"GPU environment from envs/gpu.yaml (or `pip install .[gpu]` in a separate environment), or set "
+            f"models.<llm>.backend to transformers or openai"
+        ) from None
+    return vllm
+
+
+class VllmBackend:
+    """Offline batched generation with `vllm.LLM` on token ids from the model's own chat template."""
+
+    name = "vllm"
+
+    def __init__(self, config: EngineConfig, vllm: Any):
+        path = models.resolve(config.model)
+        if path.is_file():
+            raise InputError(
+                f"model '{config.model}' resolves to the file {path}; the vllm backend needs a transformers model "
+                f"folder or a cached hub id (use backend transformers for packaged GGUF models)"
+            )
+        self.vllm, self.config = vllm, config
+        self.fingerprint = models.path_fingerprint(path)
+        self.device = config.device
+        self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
+        self.llm = vllm.LLM(model=str(path), seed=config.sampling.seed, **dict(config.vllm))
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._ids(text))
+
+    def cut(self, text: str, max_tokens: int) -> str:
+        return self.tokenizer.decode(self._ids(text)[:max_tokens])
+
+    def sampling_params(self, sampling: Sampling) -> Any:
+        return self.vllm.SamplingParams(
+            n=1, temperature=sampling.temperature, top_p=sampling.top_p if sampling.temperature > 0 else 1.0,
+            max_tokens=sampling.max_new_tokens, seed=sampling.seed, stop=list(sampling.stop),
+            logprobs=self.config.top_logprobs or None,
+        )
+
+    def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        started = time.perf_counter()
+        results = self.llm.generate(
+            [{"prompt_token_ids": self._ids(prompt.text)} for prompt in batch], self.sampling_params(sampling),
+            use_tqdm=False,
+        )
+        outcomes = [parse_vllm_output(result) for result in results]
+        return _apportion(time.perf_counter() - started, outcomes)
+
+
+def parse_vllm_output(result: Any) -> Outcome:
+    """An `Outcome` from a vLLM RequestOutput (its first completion; logprobs: per-token {id: Logprob})."""
+    completion = result.outputs[0]
+    steps = []
+    for token, top in zip(completion.token_ids, completion.logprobs or []):
+        values = {token_id: entry.logprob for token_id, entry in top.items()}
+        steps.append((values[token], sorted(values.values(), reverse=True)))
+    entropy, min_prob, logprob = topk_uncertainty(steps)
+    return Outcome(
+        text=completion.text, finish_reason="length" if completion.finish_reason == "length" else "stop",
+        prompt_tokens=len(result.prompt_token_ids), completion_tokens=len(completion.token_ids),
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+    )
+
+
+# ---- engine and generate --------------------------------------------------------------------------------
+
+
+def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models.generator") -> Engine:
+    """Validate a config block and load its backend (GGUF conversions for transformers go to `model_cache`)."""
+    config = engine_config(spec, where)
+    if config.backend == "transformers":
+        model, tokenizer = models.causal_lm(config.model, model_cache, config.device)
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit and config.max_prompt_tokens + config.sampling.max_new_tokens > limit:
+            raise InputError(
+                f"{where}: max_prompt_tokens ({config.max_prompt_tokens}) + sampling.max_new_tokens "
+                f"({config.sampling.max_new_tokens}) exceed the model's context of {limit} tokens"
+            )
+        return Engine(config, TransformersBackend(model, tokenizer, config.device, config.batch_size))
+    if config.backend == "openai":
+        return Engine(config, OpenAIBackend(config))
+    return Engine(config, VllmBackend(config, import_vllm()))
+
+
+def request_key(backend: Backend, sampling: Sampling, top_logprobs: int, prompt_text: str) -> str:
+    """The cache key of one request (see the module docstring)."""
+    settings = sampling.key_fields()
+    if backend.name != "transformers":
+        settings["top_logprobs"] = top_logprobs
+    return content_key(backend.fingerprint, backend.name, json.dumps(settings, sort_keys=True), prompt_text)
+
+
+def _row(outcome: Outcome, engine: Engine, key: str) -> dict[str, Any]:
+    """A result row (LLM_CACHE columns plus "error") of one outcome."""
+    backend = engine.backend
+    return {
+        "key": key, "text": outcome.text, "finish_reason": outcome.finish_reason,
+        "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
+        "mean_entropy": outcome.mean_entropy, "min_token_prob": outcome.min_token_prob,
+        "sequence_logprob": outcome.sequence_logprob,
+        "uncertainty_basis": backend.uncertainty_basis if outcome.min_token_prob is not None else None,
+        "latency_s": outcome.latency_s, "backend": backend.name, "model": engine.config.model,
+        "device": backend.device, "error": outcome.error,
+    }
+
+
+def generate(
+    requests: Sequence[Request], engine: Engine, cache_dir: Path, sampling: Mapping[str, Any] | None = None
+) -> pl.DataFrame:
+    """Generate every request once (cache first, then shards of new ones); GENERATIONS rows in request order."""
+    ids = [request.request_id for request in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"request ids must be unique; repeated: {sorted(k for k, n in Counter(ids).items() if n > 1)[:5]}")
+    config, backend = engine.config, engine.backend
+    settings = sampling_from(sampling or {}, config.sampling)
+    fitted = [fit(request, backend, config.max_prompt_tokens) for request in requests]
+    keys = [request_key(backend, settings, config.top_logprobs, item.prompt.text) for item in fitted]
+    cached = read_cache(Path(cache_dir), set(keys), LLM_CACHE)
+    found: dict[str, dict[str, Any]] = {row["key"]: row for row in cached.iter_rows(named=True)}
+    from_cache = set(found)
+    todo: dict[str, Prompt] = {}
+    for key, item in zip(keys, fitted):
+        if key not in found and key not in todo:
+            todo[key] = item.prompt
+    order = sorted(todo, key=lambda key: len(todo[key].text))
+    for start in range(0, len(order), config.shard_size):
+        shard = order[start : start + config.shard_size]
+        outcomes = backend.complete([todo[key] for key in shard], settings)
+        rows = {key: _row(outcome, engine, key) for key, outcome in zip(shard, outcomes)}
+        append_cache(Path(cache_dir), frame([row for row in rows.values() if row["error"] is None], LLM_CACHE), LLM_CACHE)
+        found.update(rows)
+        log.info("generated shard %d/%d (%d requests)", start // config.shard_size + 1,
+                 math.ceil(len(order) / config.shard_size), len(shard))
+    table = _results(requests, fitted, keys, found, from_cache)
+    _log_summary(table)
+    return table
+
+
+def _results(
+    requests: Sequence[Request], fitted: Sequence[Fitted], keys: Sequence[str],
+    found: Mapping[str, Mapping[str, Any]], from_cache: set[str],
+) -> pl.DataFrame:
+    rows, seen = [], set()
+    for request, item, key in zip(requests, fitted, keys):
+        result = dict(found[key])
+        error = result.get("error")
+        source = "duplicate" if key in seen else "cache" if key in from_cache else "generated"
+        seen.add(key)
+        rows.append({
+            **result, "request_id": request.request_id, "status": "error" if error else "ok", "error": error,
+            "source": source, "evidence_in": len(request.evidence), "evidence_kept": item.kept,
+            "evidence_truncated": item.truncated,
+        })
+    return frame(rows, GENERATIONS)
+
+
+def _log_summary(table: pl.DataFrame) -> None:
+    sources = Counter(table["source"].to_list())
+    errors = table.filter(pl.col("status") == "error")
+    log.info(
+        "llm: %d requests, %d generated, %d from cache, %d duplicates, %d errors, %d with truncated evidence",
+        table.height, sources["generated"], sources["cache"], sources["duplicate"], errors.height,
+        int(table["evidence_truncated"].sum()),
+    )
+    if errors.height:
+        causes = Counter(errors["error"].to_list()).most_common(3)
+        log.warning(
+            "llm: %d of %d requests failed and were not cached (the next run retries them); most common: %s",
+            errors.height, table.height, "; ".join(f"{count}× {cause}" for cause, count in causes),
+        )
