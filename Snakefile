@@ -12,6 +12,7 @@ include: "rules/common.smk"
 include: "rules/ingest.smk"
 include: "rules/retrieve.smk"
 include: "rules/route.smk"
+include: "rules/answer.smk"
 
 
 rule all:

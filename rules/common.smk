@@ -18,6 +18,7 @@ wildcard_constraints:
     arm="[A-Za-z0-9][A-Za-z0-9_-]*",
     reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
     pair="[A-Za-z0-9][A-Za-z0-9_-]*",
+    policy="[A-Za-z0-9][A-Za-z0-9_-]*",
 
 
 def dataset_files(wildcards):
@@ -41,6 +42,7 @@ def final_targets():
         if arms:
             targets.append(f"results/{dataset}/metrics/summary.md")
         targets += routing_targets(dataset)
+        targets += answer_targets(dataset)
     return targets
 
 
@@ -146,3 +148,25 @@ def routing_targets(dataset):
         pair=pairs,
         table=["policies.csv", "comparisons.csv", "frontiers.parquet", "audit.parquet"],
     )
+
+
+POLICIES = config["generation"]["policies"]
+
+
+def answer_inputs(wildcards):
+    """Questions, splits and units, plus the arm's run for a retrieval policy (closed_book reads none)."""
+    base = f"results/{wildcards.dataset}"
+    inputs = {
+        "questions": f"{base}/questions.parquet",
+        "splits": f"{base}/splits.parquet",
+        "units": f"{base}/units.parquet",
+    }
+    if wildcards.policy != "closed_book":
+        inputs["run"] = f"{base}/runs/{wildcards.policy}.parquet"
+    return inputs
+
+
+def answer_targets(dataset):
+    if not POLICIES or not set(POLICIES) - {"closed_book"} <= set(arms_for(dataset)):
+        return []
+    return [f"results/{dataset}/answers/summary.csv", f"results/{dataset}/answers/comparisons.csv"]

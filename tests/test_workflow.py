@@ -12,6 +12,7 @@ from workflow_scripts.contracts import CONTRACTS, read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
 ROUTING_JOBS = {"route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1}
+ANSWER_JOBS = {"generate_answers": 2, "judge_answers": 2, "answer_summary": 1}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,21 @@ def test_demo_routes_keep_versus_hybrid_end_to_end(finished_run):
     assert audit.height == 2 * 9 and audit["combinations"].unique().to_list() == [2 * 20]
 
 
+def test_demo_answers_and_judges_every_policy(finished_run):
+    answers = finished_run / "results" / "demo" / "answers"
+    splits = read_table(finished_run / "results" / "demo" / "splits.parquet", CONTRACTS["splits"])
+    heldout = set(splits.filter(pl.col("split") == "heldout")["qid"])
+    for policy in ("keep", "hybrid"):
+        generations = pl.read_parquet(answers / f"{policy}.parquet")
+        assert set(generations["request_id"]) == heldout
+        assert generations.filter(pl.col("status") == "ok")["completion_tokens"].min() > 0
+        for judge in ("study_a", "study_c"):
+            judged = pl.read_parquet(answers / f"{policy}_{judge}.parquet")
+            assert set(judged["item_id"]) <= heldout and set(judged["status"]) <= {"ok", "parse_failed", "error"}
+    summary = pl.read_csv(answers / "summary.csv")
+    assert summary["policy"].to_list() == ["keep", "hybrid"]
+
+
 def test_second_run_has_nothing_to_do(finished_run):
     assert planned_jobs(finished_run) == {}
 
@@ -72,7 +88,7 @@ def test_changing_the_split_seed_reruns_only_splits(finished_run):
     config["splits"]["seed"] = config["splits"]["seed"] + 1
     (finished_run / "seed.yaml").write_text(yaml.safe_dump({"splits": config["splits"]}))
     assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {
-        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS
+        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS, **ANSWER_JOBS
     }
 
 
@@ -81,7 +97,7 @@ def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
     (finished_run / "k1.yaml").write_text(yaml.safe_dump({"retrieval": {"bm25": {"k1": 1.2}}}))
     assert planned_jobs(finished_run, "--configfile", "k1.yaml") == {
         "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1,
-        **ROUTING_JOBS,
+        **ROUTING_JOBS, **ANSWER_JOBS,
     }
 
 
@@ -96,6 +112,7 @@ def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
     assert planned_jobs(finished_run) == {
         "all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "retrieve_bm25": 1,
         "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS,
+        **ANSWER_JOBS,
     }
 
 

@@ -84,6 +84,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_dataset_files(config)
     check_arms(config)
     check_routing(config)
+    check_generation(config)
     return config
 
 
@@ -177,3 +178,11 @@ def check_routing(config: dict[str, Any]) -> None:
             )
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def check_generation(config: dict[str, Any]) -> None:
+    unknown = [policy for policy in config["generation"]["policies"] if policy != "closed_book" and policy not in config["arms"]]
+    if unknown:
+        raise InputError(
+            f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; arms: {sorted(config['arms'])}"
+        )

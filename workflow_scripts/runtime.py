@@ -8,6 +8,7 @@ Out: the stage's outputs; on an `InputError` the job fails with exit status 1 af
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any, Callable
 
@@ -27,9 +28,18 @@ def configure_logging(log_path: str | None) -> None:
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
 
 
+def limit_threads(threads: int) -> None:
+    """Keep torch to the job's `threads:` (its OpenMP pool otherwise fights the other jobs for every core and
+    a shared 2-core machine slows LLM generation 20–40×)."""
+    os.environ["OMP_NUM_THREADS"] = str(max(1, threads))  # read by torch when it is imported later
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(max(1, threads))
+
+
 def run_job(main: Callable[[Any], None], smk: Any) -> None:
     """Run `main(smk)` as a Snakemake job with logging set up and user errors reported in one line."""
     configure_logging(smk.log[0] if smk.log else None)
+    limit_threads(smk.threads)
     try:
         main(smk)
     except InputError as error:

@@ -1,0 +1,69 @@
+# Stage 4 — answers: each configured policy (an arm's top-K units, or closed_book) is answered by the generator
+# and judged by both judges in batches through the cached LLM engine; a summary compares the policies.
+
+
+rule generate_answers:
+    input:
+        unpack(answer_inputs),
+    output:
+        answers="results/{dataset}/answers/{policy}.parquet",
+    params:
+        generator=config["models"]["generator"],
+        prompts=config["prompts"],
+        splits=config["generation"]["splits"],
+        cache="results/cache/llm",
+        model_cache="results/cache/models",
+    threads: 2
+    log:
+        "results/logs/generate_answers/{dataset}_{policy}.log",
+    benchmark:
+        "results/benchmarks/generate_answers/{dataset}_{policy}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/answer.py"
+
+
+rule judge_answers:
+    input:
+        unpack(answer_inputs),
+        answers="results/{dataset}/answers/{policy}.parquet",
+    output:
+        study_a="results/{dataset}/answers/{policy}_study_a.parquet",
+        study_c="results/{dataset}/answers/{policy}_study_c.parquet",
+    params:
+        judge=config["models"]["judge"],
+        max_reasks=config["generation"]["judge_reasks"],
+        prompts=config["prompts"],
+        splits=config["generation"]["splits"],
+        cache="results/cache/llm",
+        model_cache="results/cache/models",
+    threads: 2
+    log:
+        "results/logs/judge_answers/{dataset}_{policy}.log",
+    benchmark:
+        "results/benchmarks/judge_answers/{dataset}_{policy}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/answer.py"
+
+
+rule answer_summary:
+    input:
+        study_a=expand("results/{{dataset}}/answers/{policy}_study_a.parquet", policy=POLICIES),
+        study_c=expand("results/{{dataset}}/answers/{policy}_study_c.parquet", policy=POLICIES),
+        splits="results/{dataset}/splits.parquet",
+    output:
+        summary="results/{dataset}/answers/summary.csv",
+        comparisons="results/{dataset}/answers/comparisons.csv",
+    params:
+        policies=POLICIES,
+        bootstrap=config["routing"]["bootstrap"],
+        seed=config["routing"]["seed"],
+    log:
+        "results/logs/answer_summary/{dataset}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/answer.py"
