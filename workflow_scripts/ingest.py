@@ -30,9 +30,8 @@ log = logging.getLogger("ragfrontier.ingest")
 def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
     """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks."""
     loader, _ = adapter_for(dataset, spec.get("format", ""))
-    ingested = loader(spec, dataset)
     try:
-        return clean(ingested)
+        return clean(loader(spec, dataset))
     except ContractError as error:
         raise InputError(f"datasets.{dataset} ({spec['format']}): {error}") from None
 
