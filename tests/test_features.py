@@ -3,11 +3,12 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import conform
+from workflow_scripts.contracts import (
+    FEATURE_FAMILY, KEEP_FEATURES, PROBE_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, conform,
+)
 from workflow_scripts.errors import InputError
 from workflow_scripts.features import (
-    FEATURE_FAMILY, KEEP_FEATURES, PROBE_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, combine, family_features,
-    keep_features, probe_features, query_features, uncertainty_features,
+    combine, family_features, keep_features, probe_features, query_features, uncertainty_features,
 )
 
 # q1: 12 units, vector cosines 0.90, 0.80, 0.75, 0.70, 0.65, then 0.60 down by 0.05. The reranker puts u12

@@ -18,10 +18,10 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from workflow_scripts.contracts import conform
+from workflow_scripts.contracts import AUDIT, FRONTIERS, conform
 from workflow_scripts.errors import InputError
 from workflow_scripts.frontiers import (
-    AUDIT, FRONTIERS, audit_splits, calibration_audit, conservative_cost, conservative_threshold,
+    audit_splits, calibration_audit, conservative_cost, conservative_threshold,
     deployable_threshold, dkw_epsilon, frontier_table, grouped_split,
 )
 

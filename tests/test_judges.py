@@ -8,13 +8,14 @@ import polars as pl
 import pytest
 
 from workflow_scripts import judges, llm, prompts
+from workflow_scripts.contracts import STUDY_C_METRICS
 
 
 def test_study_c_validation():
     scores = {"accuracy": 4, "completeness": 3, "faithfulness": 5, "relevance": 5, "clarity": 4.0, "overall": 4}
     assert judges.validate_study_c({"is_answer": True, **scores}) == ({"is_answer": True, **scores}, None)
     zeros, _ = judges.validate_study_c({"is_answer": False, "accuracy": 3})
-    assert zeros == {"is_answer": False, **dict.fromkeys(judges.STUDY_C_METRICS, 0)}
+    assert zeros == {"is_answer": False, **dict.fromkeys(STUDY_C_METRICS, 0)}
     assert judges.validate_study_c({"is_answer": True, **scores, "overall": 6})[1] == '"overall" = 6 is outside 1–5'
     assert "outside 1–5" in judges.validate_study_c({"is_answer": True, **scores, "accuracy": 0})[1]
     assert "integer" in judges.validate_study_c({"is_answer": True, **scores, "clarity": "4"})[1]

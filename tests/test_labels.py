@@ -3,9 +3,9 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import conform
+from workflow_scripts.contracts import LABELS, conform
 from workflow_scripts.errors import InputError
-from workflow_scripts.labels import LABELS, arm_labels, outcome_summary, retrieval_labels
+from workflow_scripts.labels import arm_labels, outcome_summary, retrieval_labels
 
 
 def metrics(values: dict[str, float], measure: str = "Success@10") -> pl.DataFrame:

@@ -17,6 +17,7 @@ import pytest
 
 from workflow_scripts import llm, prompts
 from workflow_scripts.cache import read_cache
+from workflow_scripts.contracts import LLM_CACHE
 from workflow_scripts.errors import InputError
 
 TEMPLATES = prompts.load_templates()
@@ -146,7 +147,7 @@ def test_errors_are_recorded_never_cached_and_retried(tmp_path, caplog):
     assert first["status"].to_list() == ["ok", "error"] and first["text"][1] is None
     assert first.row(1, named=True)["error"] == "HTTP 503 (gave up after 4 tries)" and first["latency_s"][1] == 1.5
     assert "1 of 2 requests failed" in caplog.text and "1× HTTP 503" in caplog.text
-    assert read_cache(tmp_path, first["key"].to_list(), llm.LLM_CACHE).height == 1
+    assert read_cache(tmp_path, first["key"].to_list(), LLM_CACHE).height == 1
     second = llm.generate(requests, _engine(backend), tmp_path)
     assert second["source"].to_list() == ["cache", "generated"] and backend.batches[-1] == [backend.render(
         prompts.render(TEMPLATES["answer_rag"], {"question": "Q2"}))]

@@ -10,10 +10,10 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from workflow_scripts.contracts import conform
+from workflow_scripts.contracts import OOF_SCORES, ROUTED, conform
 from workflow_scripts.errors import InputError
 from workflow_scripts.routers import (
-    OOF_SCORES, ROUTED, apply_frozen, choose_threshold, fit_router, freeze, frozen_features, make_router,
+    apply_frozen, choose_threshold, fit_router, freeze, frozen_features, make_router,
     model_scores, out_of_fold_scores, signal_absent, sweep_threshold, utility_curve,
 )
 

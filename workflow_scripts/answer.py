@@ -22,7 +22,16 @@ from typing import Any, Sequence
 import polars as pl
 
 from workflow_scripts import judges, llm, prompts
-from workflow_scripts.contracts import QUESTIONS, RUNS, SPLITS, UNITS, read_table, write_table, write_text_atomic
+from workflow_scripts.contracts import (
+    GENERATIONS,
+    QUESTIONS,
+    RUNS,
+    SPLITS,
+    UNITS,
+    read_table,
+    write_table,
+    write_text_atomic,
+)
 from workflow_scripts.runtime import run_job
 from workflow_scripts.stats import compare_policies
 
@@ -56,13 +65,13 @@ def generate_rule(smk: Any) -> None:
     template = templates["answer_closed_book" if smk.wildcards.policy == CLOSED_BOOK else "answer_rag"]
     requests = [llm.Request(qid, template, {"question": text}, shown[qid]) for qid, text in questions.select("qid", "text").iter_rows()]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, llm.GENERATIONS)
+    write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, GENERATIONS)
 
 
 def judge_rule(smk: Any) -> None:
     questions = answered_questions(smk)
     shown = evidence(smk, questions)
-    answers = read_table(smk.input.answers, llm.GENERATIONS).filter(pl.col("status") == "ok")
+    answers = read_table(smk.input.answers, GENERATIONS).filter(pl.col("status") == "ok")
     items = questions.join(answers.select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
     items = items.select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer", pl.col("answers").alias("references"),

@@ -1,5 +1,11 @@
 """Data contracts: the schema of every canonical Parquet table, declared once, checked on every write.
 
+Every table's schema lives here and nowhere else, grouped by the stage that writes it: ingest, retrieval,
+generation (LLM cache, generations), judging, utility labels, router features, routers, budget frontiers and
+paired comparisons, with the enumerations and column-name tuples they are built from. `CONTRACTS` maps each
+table name to its contract. Stage modules import their contracts from here; this module imports no other
+stage module (only `errors`), so it can never take part in an import cycle.
+
 In:  a polars DataFrame (or rows as dicts) that a stage produced.
 Out: the same data cast to the contract's column order and types, written atomically (temporary file in the
      same folder, then an atomic rename), so a killed job never leaves a half-written table behind.
@@ -15,7 +21,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -44,6 +50,8 @@ class Contract:
     def schema(self) -> dict[str, pl.DataType]:
         return {name: column.dtype for name, column in self.columns.items()}
 
+
+# --- Ingest (ingest.py, splits.py): units, questions, relevance judgments and the grouped splits
 
 UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})
 SPLIT_NAMES = frozenset({"dev", "calibration", "heldout"})
@@ -103,6 +111,8 @@ SPLITS = Contract(
     key=("qid",),
     enums={"split": SPLIT_NAMES},
 )
+
+# --- Retrieval (bm25.py, dense.py, rerank.py, arms.py): rankings, final runs, vectors and their caches
 
 RANKING = Contract(
     name="ranking",
@@ -170,9 +180,257 @@ SCORE_CACHE = Contract(
     key=("key",),
 )
 
+# --- Generation (llm.py): the LLM cache and one row per generated request
+
+BACKENDS = ("transformers", "openai", "vllm")
+
+_RESULT_COLUMNS = {
+    "text": Column(pl.String(), doc="the generated text (stop strings and end-of-sequence removed)"),
+    "finish_reason": Column(pl.String(), doc="stop (end of sequence or a stop string) | length (max_new_tokens)"),
+    "prompt_tokens": Column(pl.Int32(), nullable=True, doc="tokens in the prompt (null: a server did not say)"),
+    "completion_tokens": Column(pl.Int32(), nullable=True, doc="tokens generated (null: a server did not say)"),
+    "mean_entropy": Column(pl.Float64(), nullable=True, doc="mean next-token entropy over generated tokens, nats"),
+    "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
+    "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
+    "uncertainty_basis": Column(pl.String(), nullable=True, doc="full_vocabulary | top_<k> (see llm.py)"),
+    "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
+    "backend": Column(pl.String(), doc="transformers | openai | vllm"),
+    "model": Column(pl.String(), doc="the model reference from the config"),
+    "device": Column(pl.String(), doc="cpu, cuda:0, ... or the server's base URL"),
+}
+
+LLM_CACHE = Contract(
+    name="llm_cache",
+    columns={
+        "key": Column(pl.String(), doc="sha256 of (model fingerprint, backend, sampling, rendered prompt)"),
+        **_RESULT_COLUMNS,
+    },
+    key=("key",),
+    enums={"finish_reason": frozenset({"stop", "length"}), "backend": frozenset(BACKENDS)},
+)
+
+GENERATIONS = Contract(
+    name="generations",
+    columns={
+        "request_id": Column(pl.String(), doc="the caller's id of the request (unique per call)"),
+        "key": Column(pl.String(), doc="the LLM cache key; equal keys mean identical requests"),
+        "status": Column(pl.String(), doc="ok | error"),
+        "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
+        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
+        **{
+            name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
+            for name, column in _RESULT_COLUMNS.items()
+        },
+        "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
+        "evidence_kept": Column(pl.Int32(), doc="units in the prompt after the context-length policy"),
+        "evidence_truncated": Column(pl.Boolean(), doc="a unit was cut or dropped to fit max_prompt_tokens"),
+    },
+    key=("request_id",),
+    enums={
+        "status": frozenset({"ok", "error"}),
+        "source": frozenset({"generated", "cache", "duplicate"}),
+        "finish_reason": frozenset({"stop", "length"}),
+        "backend": frozenset(BACKENDS),
+    },
+)
+
+
+# --- Judging (judges.py): one judgment per item, Study C and Study A
+
+STATUSES = frozenset({"ok", "parse_failed", "error"})
+STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
+
+_COMMON = {
+    "item_id": Column(pl.String(), doc="the judged item (e.g. '<qid>|<policy>')"),
+    "status": Column(pl.String(), doc="ok | parse_failed | error"),
+    "attempts": Column(pl.Int32(), doc="judge calls made (1 + re-asks)"),
+    "repaired": Column(pl.Boolean(), doc="the accepted reply's JSON needed repair"),
+}
+_TAIL = {
+    "reply": Column(pl.String(), nullable=True, doc="the judge's last raw reply"),
+    "failure": Column(pl.String(), nullable=True, doc="why the last reply was unusable, or the call's error"),
+    "judge_model": Column(pl.String(), doc="the judge's model reference"),
+}
+
+JUDGMENTS_C = Contract(
+    name="judgments_study_c",
+    columns={
+        **_COMMON,
+        "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
+        **{metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS},
+        **_TAIL,
+    },
+    key=("item_id",),
+    enums={"status": STATUSES},
+)
+
+JUDGMENTS_A = Contract(
+    name="judgments_study_a",
+    columns={
+        **_COMMON,
+        "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
+        "correctness": Column(pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"),
+        "faithfulness": Column(pl.Int8(), nullable=True, doc="0/1/2 against the units shown; null for abstentions"),
+        **_TAIL,
+    },
+    key=("item_id",),
+    enums={"status": STATUSES},
+)
+
+
+# --- Utility labels (labels.py): what firing the router changes for each query
+
+ARM_OUTCOMES = ("rescue", "harm", "tie")
+RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
+
+LABELS = Contract(
+    name="labels",
+    columns={
+        "qid": Column(pl.String()),
+        "metric_off": Column(pl.Float64(), doc="metric when the router does not fire (arm A / no retrieval)"),
+        "metric_on": Column(pl.Float64(), doc="metric when the router fires (arm B / retrieval)"),
+        "delta": Column(pl.Float64(), doc="metric_on - metric_off: Study A's Δ, Study B's utility u"),
+        "outcome": Column(pl.String(), doc="sign of delta: rescue|harm|tie (arms) or benefit|harm|neutral"),
+    },
+    key=("qid",),
+    enums={"outcome": frozenset(ARM_OUTCOMES + RETRIEVAL_OUTCOMES)},
+)
+
+
+# --- Router features (features.py): one wide table per cost family, one Float64 column per feature
+
+KEEP_FEATURE_NAMES = (
+    "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
+)
+QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
+QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
+UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob")
+PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
+
+FEATURE_FAMILY = {
+    **{name: "base_arm" for name in KEEP_FEATURE_NAMES},
+    **{name: "query_only" for name in QUERY_FEATURE_NAMES},
+    **{name: "uncertainty" for name in UNCERTAINTY_FEATURE_NAMES},
+    **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
+}
+
+
+def _feature_contract(name: str, features: Sequence[str]) -> Contract:
+    columns = {"qid": Column(pl.String())} | {feature: Column(pl.Float64(), doc=FEATURE_FAMILY[feature])
+                                              for feature in features}
+    return Contract(name=name, columns=columns, key=("qid",))
+
+
+KEEP_FEATURES = _feature_contract("keep_features", KEEP_FEATURE_NAMES)
+QUERY_FEATURES = _feature_contract("query_features", QUERY_FEATURE_NAMES)
+UNCERTAINTY_FEATURES = _feature_contract("uncertainty_features", UNCERTAINTY_FEATURE_NAMES)
+PROBE_FEATURES = _feature_contract("probe_features", PROBE_FEATURE_NAMES)
+
+
+# --- Routers (routers.py): out-of-fold scores and routed held-out queries
+
+OOF_SCORES = Contract(
+    name="oof_scores",
+    columns={
+        "qid": Column(pl.String()),
+        "group_id": Column(pl.String()),
+        "fold": Column(pl.Int32(), doc="0-based GroupKFold fold the query was held out in"),
+        "score": Column(pl.Float64(), doc="router score from a model that never saw the query's group"),
+        "signal_absent": Column(pl.Boolean(), doc="the fold's training labels were constant: the score is flat"),
+    },
+    key=("qid",),
+)
+
+ROUTED = Contract(
+    name="routed",
+    columns={
+        "qid": Column(pl.String()),
+        "score": Column(pl.Float64()),
+        "triggered": Column(pl.Boolean(), doc="score > the frozen threshold"),
+    },
+    key=("qid",),
+)
+
+
+# --- Budget frontiers (frontiers.py): frontier rows per budget and the calibration audit
+
+RULES = ("deployable", "conservative")
+
+FRONTIERS = Contract(
+    name="frontiers",
+    columns={
+        "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
+        "budget": Column(pl.Float64(), doc="target usage rate ρ"),
+        "threshold": Column(pl.Float64(), nullable=True, doc="score > threshold triggers; null for exact"),
+        "epsilon": Column(pl.Float64(), doc="DKW slack (conservative), 0 otherwise"),
+        "calibration_usage": Column(pl.Float64(), nullable=True, doc="usage on calibration; null for exact"),
+        "usage": Column(pl.Float64(), doc="realized usage rate on held-out"),
+        "transfer_error": Column(pl.Float64(), doc="usage - budget"),
+        "accuracy": Column(pl.Float64(), doc="mean held-out metric under the policy"),
+        "n_calibration": Column(pl.Int64()),
+        "n_heldout": Column(pl.Int64()),
+    },
+    key=("frontier", "budget"),
+    enums={"frontier": frozenset({"exact", *RULES})},
+)
+
+AUDIT = Contract(
+    name="calibration_audit",
+    columns={
+        "budget": Column(pl.Float64()),
+        "rule": Column(pl.String(), doc="deployable | conservative"),
+        "combinations": Column(pl.Int64(), doc="router × split combinations"),
+        "violations": Column(pl.Int64(), doc="combinations whose held-out usage exceeds the budget"),
+        "violation_share": Column(pl.Float64()),
+        "mean_usage": Column(pl.Float64()),
+        "mean_accuracy": Column(pl.Float64()),
+    },
+    key=("budget", "rule"),
+    enums={"rule": frozenset(RULES)},
+)
+
+
+# --- Paired comparisons (stats.py): group-bootstrap intervals and win / tie / loss shares
+
+METHODS = ("percentile", "bca")
+
+COMPARISONS = Contract(
+    name="comparisons",
+    columns={
+        "a": Column(pl.String(), doc="policy on the left of the difference"),
+        "b": Column(pl.String(), doc="policy subtracted"),
+        "estimate": Column(pl.Float64(), doc="mean over queries of a − b"),
+        "low": Column(pl.Float64()),
+        "high": Column(pl.Float64()),
+        "confidence": Column(pl.Float64()),
+        "method": Column(pl.String(), doc="percentile | bca"),
+        "resamples": Column(pl.Int64()),
+        "n": Column(pl.Int64(), doc="queries"),
+        "n_groups": Column(pl.Int64(), doc="groups resampled"),
+        "win": Column(pl.Float64(), doc="share of queries with a > b"),
+        "tie": Column(pl.Float64()),
+        "loss": Column(pl.Float64()),
+    },
+    key=("a", "b"),
+    enums={"method": frozenset(METHODS)},
+)
+
+
+# --- The registry: every contract above, by table name
+
 CONTRACTS = {
     contract.name: contract
-    for contract in (UNITS, QUESTIONS, QRELS, SPLITS, RANKING, RUNS, UNIT_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE)
+    for contract in (
+        UNITS, QUESTIONS, QRELS, SPLITS,
+        RANKING, RUNS, UNIT_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
+        LLM_CACHE, GENERATIONS,
+        JUDGMENTS_C, JUDGMENTS_A,
+        LABELS,
+        KEEP_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, PROBE_FEATURES,
+        OOF_SCORES, ROUTED,
+        FRONTIERS, AUDIT,
+        COMPARISONS,
+    )
 }
 
 

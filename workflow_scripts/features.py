@@ -14,6 +14,7 @@ In / out, per family (each feature's family is what a router must pay before it 
   mean_token_entropy, min_token_prob) → UNCERTAINTY_FEATURES.
 - retrieval_score: `probe_features(probe)` from a probe BM25 ranking (qid, unit_id, rank, score) → PROBE_FEATURES.
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
+The four tables' contracts and the feature catalogue (names, FEATURE_FAMILY) are declared in `contracts.py`.
 
 Definitions (k = 10 unless the query has fewer units; a query with one unit has gap12 = 0):
 top1_cos = cosine of vector rank 1; gap12_cos = cos(rank 1) − cos(rank 2); mean_top5_cos = mean cosine of
@@ -29,45 +30,24 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from workflow_scripts.contracts import Column, Contract
+from workflow_scripts.contracts import (
+    FEATURE_FAMILY,
+    KEEP_FEATURE_NAMES,
+    PROBE_FEATURE_NAMES,
+    QUERY_FEATURE_NAMES,
+    QUESTION_WORDS,
+)
 from workflow_scripts.errors import InputError
 
 FAMILIES = ("base_arm", "query_only", "uncertainty", "retrieval_score")
 VECTOR_DEPTH = 10
 OUTSIDE_RANK = VECTOR_DEPTH + 1
 
-KEEP_FEATURE_NAMES = (
-    "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
-)
-QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
-QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
-UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob")
-PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
-
-FEATURE_FAMILY = {
-    **{name: "base_arm" for name in KEEP_FEATURE_NAMES},
-    **{name: "query_only" for name in QUERY_FEATURE_NAMES},
-    **{name: "uncertainty" for name in UNCERTAINTY_FEATURE_NAMES},
-    **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
-}
-
 WH_WORDS = {"what": "what", "which": "which", "who": "who", "whom": "who", "whose": "who", "when": "when",
             "where": "where", "why": "why", "how": "how"}
 AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "will", "would",
                          "should", "shall", "may", "might", "must", "has", "have", "had"})
 TOKEN = re.compile(r"\w+")
-
-
-def _feature_contract(name: str, features: Sequence[str]) -> Contract:
-    columns = {"qid": Column(pl.String())} | {feature: Column(pl.Float64(), doc=FEATURE_FAMILY[feature])
-                                              for feature in features}
-    return Contract(name=name, columns=columns, key=("qid",))
-
-
-KEEP_FEATURES = _feature_contract("keep_features", KEEP_FEATURE_NAMES)
-QUERY_FEATURES = _feature_contract("query_features", QUERY_FEATURE_NAMES)
-UNCERTAINTY_FEATURES = _feature_contract("uncertainty_features", UNCERTAINTY_FEATURE_NAMES)
-PROBE_FEATURES = _feature_contract("probe_features", PROBE_FEATURE_NAMES)
 
 
 def family_features(family: str, available: Iterable[str]) -> list[str]:

@@ -33,44 +33,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from workflow_scripts.contracts import Column, Contract
+from workflow_scripts.contracts import FRONTIERS, RULES
 from workflow_scripts.errors import InputError
 
 ROUNDING = 1e-9
-RULES = ("deployable", "conservative")
-
-FRONTIERS = Contract(
-    name="frontiers",
-    columns={
-        "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
-        "budget": Column(pl.Float64(), doc="target usage rate ρ"),
-        "threshold": Column(pl.Float64(), nullable=True, doc="score > threshold triggers; null for exact"),
-        "epsilon": Column(pl.Float64(), doc="DKW slack (conservative), 0 otherwise"),
-        "calibration_usage": Column(pl.Float64(), nullable=True, doc="usage on calibration; null for exact"),
-        "usage": Column(pl.Float64(), doc="realized usage rate on held-out"),
-        "transfer_error": Column(pl.Float64(), doc="usage - budget"),
-        "accuracy": Column(pl.Float64(), doc="mean held-out metric under the policy"),
-        "n_calibration": Column(pl.Int64()),
-        "n_heldout": Column(pl.Int64()),
-    },
-    key=("frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *RULES})},
-)
-
-AUDIT = Contract(
-    name="calibration_audit",
-    columns={
-        "budget": Column(pl.Float64()),
-        "rule": Column(pl.String(), doc="deployable | conservative"),
-        "combinations": Column(pl.Int64(), doc="router × split combinations"),
-        "violations": Column(pl.Int64(), doc="combinations whose held-out usage exceeds the budget"),
-        "violation_share": Column(pl.Float64()),
-        "mean_usage": Column(pl.Float64()),
-        "mean_accuracy": Column(pl.Float64()),
-    },
-    key=("budget", "rule"),
-    enums={"rule": frozenset(RULES)},
-)
 
 
 def check_budgets(budgets: Iterable[float]) -> np.ndarray:

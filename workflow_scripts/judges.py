@@ -37,49 +37,9 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts import llm, prompts
-from workflow_scripts.contracts import Column, Contract, frame
+from workflow_scripts.contracts import JUDGMENTS_A, JUDGMENTS_C, STUDY_C_METRICS, Contract, frame
 
 log = logging.getLogger(__name__)
-
-STATUSES = frozenset({"ok", "parse_failed", "error"})
-STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
-
-_COMMON = {
-    "item_id": Column(pl.String(), doc="the judged item (e.g. '<qid>|<policy>')"),
-    "status": Column(pl.String(), doc="ok | parse_failed | error"),
-    "attempts": Column(pl.Int32(), doc="judge calls made (1 + re-asks)"),
-    "repaired": Column(pl.Boolean(), doc="the accepted reply's JSON needed repair"),
-}
-_TAIL = {
-    "reply": Column(pl.String(), nullable=True, doc="the judge's last raw reply"),
-    "failure": Column(pl.String(), nullable=True, doc="why the last reply was unusable, or the call's error"),
-    "judge_model": Column(pl.String(), doc="the judge's model reference"),
-}
-
-JUDGMENTS_C = Contract(
-    name="judgments_study_c",
-    columns={
-        **_COMMON,
-        "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
-        **{metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS},
-        **_TAIL,
-    },
-    key=("item_id",),
-    enums={"status": STATUSES},
-)
-
-JUDGMENTS_A = Contract(
-    name="judgments_study_a",
-    columns={
-        **_COMMON,
-        "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
-        "correctness": Column(pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"),
-        "faithfulness": Column(pl.Int8(), nullable=True, doc="0/1/2 against the units shown; null for abstentions"),
-        **_TAIL,
-    },
-    key=("item_id",),
-    enums={"status": STATUSES},
-)
 
 Validated = tuple[dict[str, Any] | None, str | None]
 

@@ -16,24 +16,8 @@ from typing import Sequence
 
 import polars as pl
 
-from workflow_scripts.contracts import Column, Contract
+from workflow_scripts.contracts import ARM_OUTCOMES, RETRIEVAL_OUTCOMES
 from workflow_scripts.errors import InputError
-
-ARM_OUTCOMES = ("rescue", "harm", "tie")
-RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
-
-LABELS = Contract(
-    name="labels",
-    columns={
-        "qid": Column(pl.String()),
-        "metric_off": Column(pl.Float64(), doc="metric when the router does not fire (arm A / no retrieval)"),
-        "metric_on": Column(pl.Float64(), doc="metric when the router fires (arm B / retrieval)"),
-        "delta": Column(pl.Float64(), doc="metric_on - metric_off: Study A's Δ, Study B's utility u"),
-        "outcome": Column(pl.String(), doc="sign of delta: rescue|harm|tie (arms) or benefit|harm|neutral"),
-    },
-    key=("qid",),
-    enums={"outcome": frozenset(ARM_OUTCOMES + RETRIEVAL_OUTCOMES)},
-)
 
 
 def _outcome(vocabulary: tuple[str, str, str]) -> pl.Expr:

@@ -71,64 +71,13 @@ import requests
 
 from workflow_scripts import models, prompts
 from workflow_scripts.cache import append_cache, content_key, read_cache
-from workflow_scripts.contracts import Column, Contract, frame
+from workflow_scripts.contracts import BACKENDS, GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.errors import InputError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("transformers", "openai", "vllm")
 MIN_CUT_TOKENS = 16
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
-_RESULT_COLUMNS = {
-    "text": Column(pl.String(), doc="the generated text (stop strings and end-of-sequence removed)"),
-    "finish_reason": Column(pl.String(), doc="stop (end of sequence or a stop string) | length (max_new_tokens)"),
-    "prompt_tokens": Column(pl.Int32(), nullable=True, doc="tokens in the prompt (null: a server did not say)"),
-    "completion_tokens": Column(pl.Int32(), nullable=True, doc="tokens generated (null: a server did not say)"),
-    "mean_entropy": Column(pl.Float64(), nullable=True, doc="mean next-token entropy over generated tokens, nats"),
-    "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
-    "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
-    "uncertainty_basis": Column(pl.String(), nullable=True, doc="full_vocabulary | top_<k> (see llm.py)"),
-    "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
-    "backend": Column(pl.String(), doc="transformers | openai | vllm"),
-    "model": Column(pl.String(), doc="the model reference from the config"),
-    "device": Column(pl.String(), doc="cpu, cuda:0, ... or the server's base URL"),
-}
-
-LLM_CACHE = Contract(
-    name="llm_cache",
-    columns={
-        "key": Column(pl.String(), doc="sha256 of (model fingerprint, backend, sampling, rendered prompt)"),
-        **_RESULT_COLUMNS,
-    },
-    key=("key",),
-    enums={"finish_reason": frozenset({"stop", "length"}), "backend": frozenset(BACKENDS)},
-)
-
-GENERATIONS = Contract(
-    name="generations",
-    columns={
-        "request_id": Column(pl.String(), doc="the caller's id of the request (unique per call)"),
-        "key": Column(pl.String(), doc="the LLM cache key; equal keys mean identical requests"),
-        "status": Column(pl.String(), doc="ok | error"),
-        "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
-        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
-        **{
-            name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
-            for name, column in _RESULT_COLUMNS.items()
-        },
-        "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
-        "evidence_kept": Column(pl.Int32(), doc="units in the prompt after the context-length policy"),
-        "evidence_truncated": Column(pl.Boolean(), doc="a unit was cut or dropped to fit max_prompt_tokens"),
-    },
-    key=("request_id",),
-    enums={
-        "status": frozenset({"ok", "error"}),
-        "source": frozenset({"generated", "cache", "duplicate"}),
-        "finish_reason": frozenset({"stop", "length"}),
-        "backend": frozenset(BACKENDS),
-    },
-)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,6 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from workflow_scripts.contracts import Column, Contract
 from workflow_scripts.errors import InputError
 
 ARTIFACT_FORMAT = "ragfrontier.router/1"
@@ -73,28 +72,6 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
                 "l2_regularization": 1.0},
 }
 TIE_TOLERANCE = 1e-12
-
-OOF_SCORES = Contract(
-    name="oof_scores",
-    columns={
-        "qid": Column(pl.String()),
-        "group_id": Column(pl.String()),
-        "fold": Column(pl.Int32(), doc="0-based GroupKFold fold the query was held out in"),
-        "score": Column(pl.Float64(), doc="router score from a model that never saw the query's group"),
-        "signal_absent": Column(pl.Boolean(), doc="the fold's training labels were constant: the score is flat"),
-    },
-    key=("qid",),
-)
-
-ROUTED = Contract(
-    name="routed",
-    columns={
-        "qid": Column(pl.String()),
-        "score": Column(pl.Float64()),
-        "triggered": Column(pl.Boolean(), doc="score > the frozen threshold"),
-    },
-    key=("qid",),
-)
 
 
 @dataclass(frozen=True)

@@ -27,31 +27,8 @@ import numpy as np
 import polars as pl
 from scipy import stats as scipy_stats
 
-from workflow_scripts.contracts import Column, Contract
+from workflow_scripts.contracts import COMPARISONS, METHODS
 from workflow_scripts.errors import InputError
-
-METHODS = ("percentile", "bca")
-
-COMPARISONS = Contract(
-    name="comparisons",
-    columns={
-        "a": Column(pl.String(), doc="policy on the left of the difference"),
-        "b": Column(pl.String(), doc="policy subtracted"),
-        "estimate": Column(pl.Float64(), doc="mean over queries of a − b"),
-        "low": Column(pl.Float64()),
-        "high": Column(pl.Float64()),
-        "confidence": Column(pl.Float64()),
-        "method": Column(pl.String(), doc="percentile | bca"),
-        "resamples": Column(pl.Int64()),
-        "n": Column(pl.Int64(), doc="queries"),
-        "n_groups": Column(pl.Int64(), doc="groups resampled"),
-        "win": Column(pl.Float64(), doc="share of queries with a > b"),
-        "tie": Column(pl.Float64()),
-        "loss": Column(pl.Float64()),
-    },
-    key=("a", "b"),
-    enums={"method": frozenset(METHODS)},
-)
 
 
 @dataclass(frozen=True)
