@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import faiss
 import numpy as np
 import polars as pl
+from threadpoolctl import threadpool_limits
 
 from workflow_scripts import models
 from workflow_scripts.contracts import EMBEDDING_CACHE, QUESTIONS, RANKING, UNIT_VECTORS, UNITS, conform, read_table, write_table
@@ -177,17 +178,19 @@ def search(
             candidate_rows = np.argpartition(-scores, fetch - 1, axis=1)[:, :fetch]
         else:
             candidate_rows = index.search(np.ascontiguousarray(query_vectors[live]), fetch)[1]
-        for row, candidates in zip(live, candidate_rows):
-            candidates = candidates[candidates >= 0]
-            results.append((row, *_top_k(candidates, unit_vectors[candidates] @ query_vectors[row], id_order, k)))
+        with threadpool_limits(1, user_api="blas"):  # many tiny products: BLAS threads only add overhead
+            for row, candidates in zip(live, candidate_rows):
+                candidates = candidates[candidates >= 0]
+                results.append((row, *_top_k(candidates, unit_vectors[candidates] @ query_vectors[row], id_order, k)))
     elif scope == "group":
         members: dict[str, list[int]] = {}
         for position, group in enumerate(unit_groups):
             members.setdefault(group, []).append(position)
         groups = questions["group_id"].to_list()
-        for row in live:
-            candidates = np.asarray(members.get(groups[row], []), dtype=np.int64)
-            results.append((row, *_top_k(candidates, unit_vectors[candidates] @ query_vectors[row], id_order, k)))
+        with threadpool_limits(1, user_api="blas"):
+            for row in live:
+                candidates = np.asarray(members.get(groups[row], []), dtype=np.int64)
+                results.append((row, *_top_k(candidates, unit_vectors[candidates] @ query_vectors[row], id_order, k)))
     ranking = pl.DataFrame(
         {
             "qid": [qids[row] for row, found, _ in results for _ in found],
