@@ -150,28 +150,26 @@ def _load_error(name_or_path: str, path: Path, error: Exception) -> InputError:
     return InputError(f"model '{name_or_path}' (resolved to {path}) failed to load offline: {error}")
 
 
-def sentence_transformer(name_or_path: str, device: str = "cpu") -> Any:
-    """Load a SentenceTransformer from local files only; tagged with its fingerprint."""
-    from sentence_transformers import SentenceTransformer
+def _sentence_transformers_model(kind: str, name_or_path: str, device: str) -> Any:
+    """Load a sentence-transformers `kind` (SentenceTransformer or CrossEncoder) from local files only."""
+    import sentence_transformers
 
     path = resolve(name_or_path)
     try:
-        model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        model = getattr(sentence_transformers, kind)(str(path), device=device, local_files_only=True)
     except (OSError, ValueError) as error:
         raise _load_error(name_or_path, path, error) from None
     return _tag(model, path_fingerprint(path))
+
+
+def sentence_transformer(name_or_path: str, device: str = "cpu") -> Any:
+    """A SentenceTransformer (bi-encoder) loaded offline, tagged with its fingerprint."""
+    return _sentence_transformers_model("SentenceTransformer", name_or_path, device)
 
 
 def cross_encoder(name_or_path: str, device: str = "cpu") -> Any:
-    """Load a sentence-transformers CrossEncoder from local files only; tagged with its fingerprint."""
-    from sentence_transformers import CrossEncoder
-
-    path = resolve(name_or_path)
-    try:
-        model = CrossEncoder(str(path), device=device, local_files_only=True)
-    except (OSError, ValueError) as error:
-        raise _load_error(name_or_path, path, error) from None
-    return _tag(model, path_fingerprint(path))
+    """A sentence-transformers CrossEncoder loaded offline, tagged with its fingerprint."""
+    return _sentence_transformers_model("CrossEncoder", name_or_path, device)
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:
