@@ -21,11 +21,14 @@ rule index_bm25:
         "../workflow_scripts/bm25.py"
 
 
+# Units and questions are embedded in one job, the only one that loads the embedding model.
 rule embed_units:
     input:
         units="results/{dataset}/units.parquet",
+        questions="results/{dataset}/questions.parquet",
     output:
         vectors="results/{dataset}/dense/unit_vectors.parquet",
+        questions="results/{dataset}/dense/question_vectors.parquet",
     params:
         embedder=config["models"]["embedder"],
         title=config["retrieval"]["title"],
@@ -83,8 +86,6 @@ rule retrieve_dense:
     output:
         ranking="results/{dataset}/first_stage/dense_{scope}.parquet",
     params:
-        embedder=config["models"]["embedder"],
-        cache="results/cache/embeddings",
         depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
     log:
         "results/logs/retrieve_dense/{dataset}_{scope}.log",
@@ -165,6 +166,8 @@ rule retrieval_summary:
         markdown="results/{dataset}/metrics/summary.md",
     log:
         "results/logs/retrieval_summary/{dataset}.log",
+    benchmark:
+        "results/benchmarks/retrieval_summary/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:

@@ -4,9 +4,14 @@ In:  a units table (the UNITS contract) to index; a questions table (qid, group_
 Out: an index folder (Lucene files + `manifest.json`), and a RANKING table (qid, unit_id, rank 1..k, score) plus
      the qids whose query ranked nothing.
 
-Index (`build_index`): one Lucene document per unit, built in-process with Pyserini's `LuceneIndexer` (Anserini's
-`SimpleIndexer`, JsonCollection documents; on SciFact about 1 s with 2 threads, faster than the
-`python -m pyserini.index.lucene` command, which starts a second JVM and needs the corpus written out as files):
+Both halves call Anserini's Java classes through `pyserini.pyclass.autoclass` (`io.anserini.index.SimpleIndexer`,
+`io.anserini.search.SimpleSearcher`: what Pyserini's `LuceneIndexer` and `LuceneSearcher` wrap) instead of
+importing `pyserini.search.lucene`, whose package imports torch, transformers and Pyserini's dense encoders
+(8–10 s and ~660 MB before the first query; see benchmarks/README.md).
+
+Index (`build_index`): one Lucene document per unit, built in-process with Anserini's `SimpleIndexer` (JsonCollection
+documents; on SciFact about 1 s, faster than the `python -m pyserini.index.lucene` command, which starts a second
+JVM and needs the corpus written out as files):
 - `id` = unit_id: exact, stored, with doc values (Anserini breaks score ties by it);
 - `contents` = title + " " + text when the unit has a title, else text ("flat", as Anserini's BEIR flat
   regressions, which join title and text with a newline: the same tokens). Analyzer: Anserini's
@@ -23,7 +28,7 @@ records the settings that define the index (`index_settings` = `engine_settings`
 `check_index` compares them with what the caller expects (either of the two, or any subset).
 
 Search (`search`): BM25 (k1, b; Anserini's BEIR defaults 0.9 / 0.4) over `contents`.
-- `global` scope: the whole index, `LuceneSearcher.batch_search` (Anserini's multi-threaded batch search). `threads`
+- `global` scope: the whole index, `SimpleSearcher.batch_search` (Anserini's multi-threaded batch search). `threads`
   is passed on, but Anserini 1.7.1's `SimpleSearcher.batch_search` ignores it: its work-stealing pool uses all
   processors the JVM sees.
 - `group` scope: only units of the question's own group are ranked. The query is the same bag of words as a MUST
@@ -155,11 +160,13 @@ def _document_lines(docs: pl.DataFrame) -> Iterator[list[str]]:
 
 
 def _write_lucene(docs: pl.DataFrame, folder: Path, threads: int) -> None:
-    from pyserini.index.lucene import LuceneIndexer
+    """The arguments Pyserini's `LuceneIndexer(args=...)` passes to Anserini's SimpleIndexer."""
+    from pyserini.pyclass import autoclass
 
-    indexer = LuceneIndexer(args=["-index", str(folder), "-fields", GROUP_FIELD], threads=threads)
+    args = ["-index", str(folder), "-fields", GROUP_FIELD, "-input", "", "-collection", "JsonCollection"]
+    indexer = autoclass("io.anserini.index.SimpleIndexer")([*args, "-threads", str(threads)])
     for lines in _document_lines(docs):
-        indexer.add_batch_raw(lines)
+        indexer.addRawDocuments(lines)
     indexer.close()
 
 
@@ -254,15 +261,21 @@ def _plain_bm25(searcher: Any, k1: float, b: float) -> None:
     non-public fields of this searcher's own objects; pyjnius reads them as Pyserini itself reads the protected
     `reader` field. (Assigning a new, empty cascade to the field through pyjnius made the JVM segfault a few calls
     later in our tests; clearing the existing list is a plain Java method call.)"""
-    searcher.set_bm25(k1, b)
-    searcher.object.cascade.rerankers.clear()
+    searcher.set_bm25(float(k1), float(b))
+    searcher.cascade.rerankers.clear()
 
 
 def _global_hits(searcher: Any, questions: pl.DataFrame, k: int, threads: int) -> Iterator[Hits]:
+    from pyserini.pyclass import autoclass
+
     qids = questions["qid"].to_list()
-    results = searcher.batch_search(questions["text"].to_list(), qids, k, threads)
+    texts, ids = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+    for qid, text in zip(qids, questions["text"].to_list()):
+        texts.add(text)
+        ids.add(qid)
+    results = searcher.batch_search(texts, ids, int(k), int(threads))
     for qid in qids:
-        hits = results[qid]
+        hits = results.get(qid)
         yield qid, [hit.docid for hit in hits], [hit.score for hit in hits]
 
 
@@ -274,7 +287,7 @@ def _group_hits(searcher: Any, questions: pl.DataFrame, k: int) -> Iterator[Hits
     term_query = autoclass("org.apache.lucene.search.TermQuery")
     term = autoclass("org.apache.lucene.index.Term")
     bag_of_words = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
-    analyzer = searcher.object.get_analyzer()
+    analyzer = searcher.get_analyzer()
     for qid, group_id, text in questions.select("qid", "group_id", "text").iter_rows():
         query = builder()
         query.add(bag_of_words.buildQuery("contents", analyzer, text), occur.MUST)
@@ -320,9 +333,9 @@ def search(
     _check_questions(questions, k, scope)
     read_manifest(index_dir)
     pyserini_ready()
-    from pyserini.search.lucene import LuceneSearcher
+    from pyserini.pyclass import autoclass
 
-    searcher = LuceneSearcher(str(index_dir))
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
     try:
         _plain_bm25(searcher, k1, b)
         hits = (
@@ -330,8 +343,7 @@ def search(
         )
         ranking = _ranking(hits, remove_query)
     finally:
-        searcher.object.close()
-        searcher.index_reader.reader.close()
+        searcher.close()
     ranked = set(ranking["qid"].unique().to_list())
     return ranking, [qid for qid in questions["qid"].to_list() if qid not in ranked]
 

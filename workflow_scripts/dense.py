@@ -15,8 +15,9 @@ normalized on the way out.
 import logging
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import faiss
 import numpy as np
@@ -24,9 +25,19 @@ import polars as pl
 from threadpoolctl import threadpool_limits
 
 from workflow_scripts import models
-from workflow_scripts.contracts import EMBEDDING_CACHE, QUESTIONS, RANKING, UNIT_VECTORS, UNITS, conform, read_table, write_table
-from workflow_scripts.errors import InputError
 from workflow_scripts.cache import append_cache, content_key, read_cache
+from workflow_scripts.contracts import (
+    EMBEDDING_CACHE,
+    QUESTION_VECTORS,
+    QUESTIONS,
+    RANKING,
+    UNIT_VECTORS,
+    UNITS,
+    conform,
+    read_table,
+    write_table,
+)
+from workflow_scripts.errors import InputError
 from workflow_scripts.models import model_fingerprint
 from workflow_scripts.runtime import run_job
 from workflow_scripts.unit_text import unit_texts
@@ -210,14 +221,20 @@ def _embedder(smk: Any) -> Any:
     return models.sentence_transformer(spec["model"], device=spec["device"])
 
 
+def _with_vectors(table: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
+    return table.with_columns(pl.Series("vector", list(vectors), dtype=pl.List(pl.Float32)))
+
+
 def embed_units(smk: Any) -> None:
-    """Rule embed_units: units → unit_vectors (row order = units order = dense index order)."""
+    """Rule embed_units: units and questions → unit_vectors (row order = units order = dense index order) and
+    question_vectors; the one job per dataset that loads the embedding model, so searching needs only FAISS."""
     units = read_table(smk.input.units, UNITS)
-    vectors = embed_texts(
-        unit_texts(units, smk.params.title), _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
-    )
-    table = units.select("unit_id", "group_id").with_columns(pl.Series("vector", list(vectors), dtype=pl.List(pl.Float32)))
-    write_table(table, smk.output.vectors, UNIT_VECTORS)
+    questions = read_table(smk.input.questions, QUESTIONS)
+    model, cache, batch_size = _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
+    unit_vectors = embed_texts(unit_texts(units, smk.params.title), model, cache, batch_size)
+    question_vectors = embed_texts(questions["text"].to_list(), model, cache, batch_size)
+    write_table(_with_vectors(units.select("unit_id", "group_id"), unit_vectors), smk.output.vectors, UNIT_VECTORS)
+    write_table(_with_vectors(questions.select("qid"), question_vectors), smk.output.questions, QUESTION_VECTORS)
 
 
 def _vectors(table: pl.DataFrame) -> np.ndarray:
@@ -236,12 +253,13 @@ def index_dense(smk: Any) -> None:
 
 
 def retrieve_dense(smk: Any) -> None:
-    """Rule retrieve_dense: questions + unit vectors (+ index for global scope) → first-stage RANKING."""
+    """Rule retrieve_dense: questions, their vectors, unit vectors (+ the index for global scope) → first-stage RANKING."""
     questions = read_table(smk.input.questions, QUESTIONS)
     units = read_table(smk.input.vectors, UNIT_VECTORS)
-    query_vectors = embed_texts(
-        questions["text"].to_list(), _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
-    )
+    embedded = read_table(smk.input.question_vectors, QUESTION_VECTORS)
+    if embedded["qid"].to_list() != questions["qid"].to_list():
+        raise InputError(f"{smk.input.question_vectors} does not list the questions of {smk.input.questions} in order; rerun embed_units")
+    query_vectors = _vectors(embedded)
     index = load_index(Path(smk.input.index)) if smk.wildcards.scope == "global" else None
     ranking, empty = search(
         questions, query_vectors, units["unit_id"].to_list(), units["group_id"].to_list(), _vectors(units),
