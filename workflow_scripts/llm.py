@@ -42,7 +42,8 @@ requests whose prompt changed. At temperature 0 top_p and seed are left out of t
 greedy output). The device is not in the key. Identical requests in one call are generated once. Missing
 requests are generated in shards of `shard_size` (sorted by prompt length, so batches pad little), each
 appended to the cache when finished: a killed stage loses at most one shard. Only successful generations are
-cached; an error is never served from the cache, so the next run retries it.
+cached; an error is never served from the cache, so the next run retries it. The transformers backend loads
+its weights only when a request is missing from the cache: an all-cached stage reads the tokenizer only.
 
 Context length: a prompt longer than `max_prompt_tokens` loses evidence, never its question or instructions:
 units are kept in rank order while they fit, the first that does not is cut to the remaining room (dropped if
@@ -60,9 +61,10 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -77,6 +79,7 @@ from workflow_scripts.errors import InputError
 log = logging.getLogger(__name__)
 
 MIN_CUT_TOKENS = 16
+WEIGHTS_LOADED = "llm: loading model weights"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -310,20 +313,30 @@ def _apportion(wall: float, outcomes: list[Outcome]) -> list[Outcome]:
 
 
 class TransformersBackend:
-    """Batched generation with a transformers causal LM (loaded by `models.causal_lm`)."""
+    """Batched generation with a transformers causal LM. The tokenizer (chat template, token counts) is loaded
+    at once; the weights (`load_model()`, e.g. `models.causal_lm_weights`) only when the first batch is
+    generated, so a stage whose requests are all cached never loads them."""
 
     name = "transformers"
     uncertainty_basis = "full_vocabulary"
 
-    def __init__(self, model: Any, tokenizer: Any, device: str, batch_size: int):
-        self.model, self.tokenizer, self.device, self.batch_size = model, tokenizer, device, batch_size
-        self.fingerprint = models.model_fingerprint(model)
+    def __init__(self, tokenizer: Any, fingerprint: str, load_model: Callable[[], Any], device: str, batch_size: int):
+        self.tokenizer, self.fingerprint, self.device, self.batch_size = tokenizer, fingerprint, device, batch_size
+        self._load_model = load_model
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        eos = model.generation_config.eos_token_id
-        self.eos_ids = {token for token in [*(eos if isinstance(eos, list) else [eos]), tokenizer.eos_token_id]
-                        if token is not None}
+
+    @cached_property
+    def model(self) -> Any:
+        log.info("%s (%s)", WEIGHTS_LOADED, self.fingerprint[:12])
+        return self._load_model()
+
+    @cached_property
+    def eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        return {token for token in [*(eos if isinstance(eos, list) else [eos]), self.tokenizer.eos_token_id]
+                if token is not None}
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -576,14 +589,16 @@ def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models
     """Validate a config block and load its backend (GGUF conversions for transformers go to `model_cache`)."""
     config = engine_config(spec, where)
     if config.backend == "transformers":
-        model, tokenizer = models.causal_lm(config.model, model_cache, config.device)
-        limit = getattr(model.config, "max_position_embeddings", None)
+        folder, fingerprint = models.causal_lm_folder(config.model, model_cache)
+        limit = models.context_length(folder)
         if limit and config.max_prompt_tokens + config.sampling.max_new_tokens > limit:
             raise InputError(
                 f"{where}: max_prompt_tokens ({config.max_prompt_tokens}) + sampling.max_new_tokens "
                 f"({config.sampling.max_new_tokens}) exceed the model's context of {limit} tokens"
             )
-        return Engine(config, TransformersBackend(model, tokenizer, config.device, config.batch_size))
+        tokenizer = models.causal_lm_tokenizer(config.model, folder)
+        weights = partial(models.causal_lm_weights, config.model, folder, fingerprint, config.device)
+        return Engine(config, TransformersBackend(tokenizer, fingerprint, weights, config.device, config.batch_size))
     if config.backend == "openai":
         return Engine(config, OpenAIBackend(config))
     return Engine(config, VllmBackend(config, import_vllm()))

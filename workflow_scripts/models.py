@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def _packaged_path(name: str, packaged: PackagedModel) -> Path:
     spec = importlib.util.find_spec(packaged.module)
     if spec is None or not spec.submodule_search_locations:
         raise InputError(f"model '{name}': package {packaged.package} is not installed; {_how_to_supply(name)}")
-    path = Path(list(spec.submodule_search_locations)[0]) / packaged.relative
+    path = Path(next(iter(spec.submodule_search_locations))) / packaged.relative
     if not path.exists():
         raise InputError(
             f"model '{name}': package {packaged.package} is installed but {path} is missing; reinstall it with "
@@ -101,7 +102,7 @@ def resolve(name_or_path: str) -> Path:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -206,29 +207,55 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         raise
 
 
-def causal_lm(name_or_path: str, cache_dir: Path, device: str = "cpu") -> tuple[Any, Any]:
-    """Load (causal LM in eval mode, tokenizer) from local files only; the model is tagged with its fingerprint.
+def causal_lm_folder(name_or_path: str, cache_dir: Path) -> tuple[Path, str]:
+    """(local transformers folder, fingerprint) of a causal LM, without loading it.
 
     A GGUF file (a packaged name like "HuggingFaceTB/SmolLM2-135M-Instruct", or a path ending in .gguf) is
-    converted once into `cache_dir`/<gguf stem>-<sha256 prefix>/ and loaded from there afterwards; its
-    fingerprint is the GGUF file's sha256. Any other reference is loaded as a transformers folder.
+    converted once into `cache_dir`/<gguf stem>-<sha256 prefix>/ and read from there afterwards; its
+    fingerprint is the GGUF file's sha256. Any other reference is a transformers folder already.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     path = resolve(name_or_path)
     fingerprint = path_fingerprint(path)
-    folder = path
-    if path.is_file() and path.suffix == ".gguf":
-        folder = Path(cache_dir) / f"{path.stem}-{fingerprint[:16]}"
-        if not (folder / "config.json").exists():
-            log.info("converting %s to a safetensors folder at %s (once)", path, folder)
-            try:
-                _convert_gguf(path, folder)
-            except (OSError, ValueError) as error:
-                raise _load_error(name_or_path, path, error) from None
+    if not (path.is_file() and path.suffix == ".gguf"):
+        return path, fingerprint
+    folder = Path(cache_dir) / f"{path.stem}-{fingerprint[:16]}"
+    if not (folder / "config.json").exists():
+        log.info("converting %s to a safetensors folder at %s (once)", path, folder)
+        try:
+            _convert_gguf(path, folder)
+        except (OSError, ValueError) as error:
+            raise _load_error(name_or_path, path, error) from None
+    return folder, fingerprint
+
+
+def context_length(folder: Path) -> int | None:
+    """`max_position_embeddings` from a transformers folder's config.json (None when it names none)."""
+    config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    return config.get("max_position_embeddings") or config.get("text_config", {}).get("max_position_embeddings")
+
+
+def causal_lm_tokenizer(name_or_path: str, folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise _load_error(name_or_path, folder, error) from None
+
+
+def causal_lm_weights(name_or_path: str, folder: Path, fingerprint: str, device: str = "cpu") -> Any:
+    """The causal LM in eval mode on `device`, tagged with `fingerprint`."""
+    from transformers import AutoModelForCausalLM
+
+    try:
         model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).to(device).eval()
     except (OSError, ValueError) as error:
         raise _load_error(name_or_path, folder, error) from None
-    return _tag(model, fingerprint), tokenizer
+    return _tag(model, fingerprint)
+
+
+def causal_lm(name_or_path: str, cache_dir: Path, device: str = "cpu") -> tuple[Any, Any]:
+    """Load (causal LM in eval mode, tokenizer) from local files only (see `causal_lm_folder`)."""
+    folder, fingerprint = causal_lm_folder(name_or_path, cache_dir)
+    tokenizer = causal_lm_tokenizer(name_or_path, folder)
+    return causal_lm_weights(name_or_path, folder, fingerprint, device), tokenizer

@@ -1,7 +1,12 @@
 """Human review of judge labels: export a stratified sample, import the reviewed labels, measure agreement.
 
+Rules (rules/review.smk): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
+(study_a, study_c) over every answered policy; `review_agreement` reads a filled-in copy named in the config
+(`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv.
+
 In:  a judgments table (item_id, the judge's label columns, the strata columns such as policy, and whatever the
-     reviewer should see: question, answer, references, evidence); later the reviewed CSV.
+     reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules build it
+     from the policies' judgments, answers, runs, questions and units (`judged_items`), item_id "<qid>|<policy>".
 Out: `export_review` writes a CSV (item_id, the shown columns — a list of strings as one "- item" line per
      element — one empty `human_<label>` column per label, and `notes`); `import_review` returns item_id +
      `human_<label>` (Int8, null = not reviewed); `agreement` returns, per label and group (e.g. policy, plus
@@ -29,19 +34,39 @@ have both (e.g. abstentions have no faithfulness and are left out):
 """
 
 import hashlib
+import logging
 import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from workflow_scripts.contracts import write_text_atomic
+from workflow_scripts.contracts import (
+    GENERATIONS,
+    JUDGMENTS_A,
+    JUDGMENTS_C,
+    QUESTIONS,
+    RUNS,
+    STUDY_C_METRICS,
+    UNITS,
+    read_table,
+    write_text_atomic,
+)
 from workflow_scripts.errors import InputError
+from workflow_scripts.runtime import run_job
 
 HUMAN_PREFIX = "human_"
+# judge → (its judgments contract, label → scale, the label whose level stratifies the sample)
+JUDGES = {
+    "study_a": (JUDGMENTS_A, {"correctness": (0, 2), "faithfulness": (0, 2)}, "correctness"),
+    "study_c": (JUDGMENTS_C, {metric: (0, 5) for metric in STUDY_C_METRICS}, "overall"),
+}
+SHOWN = ("question", "answer", "references", "evidence")
 MAX_REPORTED = 20
+log = logging.getLogger(__name__)
 INTEGER = re.compile(r"[+-]?\d+")
 
 AGREEMENT_SCHEMA = {
@@ -196,3 +221,64 @@ def agreement(
             "covered_share": covered / pool.height if pool.height else None,
         })
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA, orient="row")
+
+
+# ---- rules --------------------------------------------------------------------------------------------------
+
+
+def _evidence(run_path: str | None, units: pl.DataFrame) -> dict[str, list[str]]:
+    """qid → the texts of the units shown with the answer, in rank order (none without a run: closed_book)."""
+    if run_path is None:
+        return {}
+    run = read_table(run_path, RUNS).join(units.select("unit_id", "text"), on="unit_id")
+    shown = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
+    return dict(zip(shown["qid"].to_list(), shown["text"].to_list()))
+
+
+def judged_items(smk: Any, judge: str) -> pl.DataFrame:
+    """One row per judged answer of every policy: item_id "<qid>|<policy>", policy, the judge's labels and SHOWN."""
+    contract, labels, _ = JUDGES[judge]
+    questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
+                                                                  pl.col("answers").alias("references"))
+    units = read_table(smk.input.units, UNITS)
+    tables = []
+    for policy, judged, answers in zip(smk.params.policies, getattr(smk.input, judge), smk.input.answers):
+        shown = _evidence(smk.params.runs[policy], units)
+        table = (
+            read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels)
+            .join(read_table(answers, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
+                  on="qid")
+            .join(questions, on="qid")
+        )
+        tables.append(table.with_columns(
+            pl.concat_str("qid", pl.lit(policy), separator="|").alias("item_id"), pl.lit(policy).alias("policy"),
+            pl.Series("evidence", [shown.get(qid, []) for qid in table["qid"]], dtype=pl.List(pl.String)),
+        ))
+    return pl.concat(tables).sort("item_id")
+
+
+def export_rule(smk: Any) -> None:
+    """Rule review_export: one blind review sheet per judge."""
+    for judge, path in (("study_a", smk.output.study_a), ("study_c", smk.output.study_c)):
+        _, labels, level = JUDGES[judge]
+        sample = export_review(judged_items(smk, judge), Path(path), labels, ["policy", level],
+                               smk.params.per_stratum, smk.params.seed, SHOWN)
+        log.info("review %s: %d items to review in %s", judge, sample.height, path)
+
+
+def agreement_rule(smk: Any) -> None:
+    """Rule review_agreement: the reviewed sheet of one judge → agreement and corrected means per label."""
+    judge = smk.wildcards.judge
+    _, labels, level = JUDGES[judge]
+    items = judged_items(smk, judge)
+    reviewed = import_review(Path(smk.input.reviewed), items, labels)
+    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level]) for label, scale in labels.items()])
+    write_text_atomic(table.write_csv(), Path(smk.output.agreement))
+
+
+def main(smk: Any) -> None:
+    {"review_export": export_rule, "review_agreement": agreement_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,45 @@
+# Human review of the judges: a blind, stratified sample of every answered policy's judgments to label by hand
+# (review_export), and, once a filled-in sheet is named in the config (review.reviewed), the judge–human
+# agreement and judge-corrected means (review_agreement). Input helpers: rules/common.smk, "rules/review.smk".
+
+
+rule review_export:
+    input:
+        unpack(review_inputs),
+    output:
+        study_a="results/{dataset}/review/study_a_sample.csv",
+        study_c="results/{dataset}/review/study_c_sample.csv",
+    params:
+        policies=POLICIES,
+        runs=shown_runs,
+        per_stratum=config["review"]["per_stratum"],
+        seed=config["review"]["seed"],
+    log:
+        "results/logs/review_export/{dataset}.log",
+    benchmark:
+        "results/benchmarks/review_export/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/review.py"
+
+
+rule review_agreement:
+    input:
+        unpack(review_inputs),
+        reviewed=reviewed_sheet,
+    output:
+        agreement="results/{dataset}/review/{judge}_agreement.csv",
+    params:
+        policies=POLICIES,
+        runs=shown_runs,
+    wildcard_constraints:
+        judge="study_a|study_c",
+    log:
+        "results/logs/review_agreement/{dataset}_{judge}.log",
+    benchmark:
+        "results/benchmarks/review_agreement/{dataset}_{judge}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/review.py"
