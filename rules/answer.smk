@@ -1,5 +1,7 @@
 # Stage 4 — answers: each configured policy (an arm's top-K units, or closed_book) is answered by the generator
-# and judged by both judges in batches through the cached LLM engine; a summary compares the policies.
+# and judged by both judges in batches through the cached LLM engine; a summary compares the policies. The two
+# policies of a Study B routing pair are answered on every split (its labels need dev, calibration and held-out);
+# judging stays on generation.splits.
 
 
 rule generate_answers:
@@ -10,7 +12,7 @@ rule generate_answers:
     params:
         generator=config["models"]["generator"],
         prompts=config["prompts"],
-        splits=config["generation"]["splits"],
+        splits=answer_splits,
         cache="results/cache/llm",
         model_cache="results/cache/models",
     threads: 2
@@ -19,7 +21,7 @@ rule generate_answers:
     benchmark:
         "results/benchmarks/generate_answers/{dataset}_{policy}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        llm_env("generator")
     script:
         "../workflow_scripts/answer.py"
 
@@ -44,7 +46,7 @@ rule judge_answers:
     benchmark:
         "results/benchmarks/judge_answers/{dataset}_{policy}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        llm_env("judge")
     script:
         "../workflow_scripts/answer.py"
 
@@ -63,6 +65,8 @@ rule answer_summary:
         seed=config["routing"]["seed"],
     log:
         "results/logs/answer_summary/{dataset}.log",
+    benchmark:
+        "results/benchmarks/answer_summary/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:

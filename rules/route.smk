@@ -1,18 +1,21 @@
-# Stage 3 — routing: for each configured pair (base arm → on arm), utility labels and features, routers fitted
+# Stage 3 — routing: for each configured pair (base arm → on arm, or Study B's closed_book → a retrieval arm, whose
+# labels come from the answers stage), utility labels and features, routers fitted
 # on dev with grouped cross-validation and frozen, then held-out policies with bootstrap CIs, budget frontiers
 # (exact / deployable / conservative) and the calibration audit.
 
 
 rule route_labels:
     input:
-        base=lambda wildcards: f"results/{wildcards.dataset}/metrics/{route_pair(wildcards)['base']}.parquet",
-        alternative=lambda wildcards: f"results/{wildcards.dataset}/metrics/{route_pair(wildcards)['alternative']}.parquet",
+        unpack(route_label_inputs),
     output:
         labels="results/{dataset}/routing/{pair}/labels.parquet",
+        utility="results/{dataset}/routing/{pair}/utility.csv",
     params:
         pair=route_pair,
     log:
         "results/logs/route_labels/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_labels/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:
@@ -28,6 +31,8 @@ rule route_features:
         pair=route_pair,
     log:
         "results/logs/route_features/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_features/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:
@@ -71,6 +76,8 @@ rule route_heldout:
         routers=config["routing"]["routers"],
     log:
         "results/logs/route_heldout/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_heldout/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 import yaml
+from workflow_helpers import make_workdir, planned_jobs
 
 from workflow_scripts.config_check import validate_config
-from workflow_helpers import make_workdir, planned_jobs
 
 
 @pytest.fixture()
@@ -29,5 +29,32 @@ def test_scifact_experiment_plans_only_its_own_dataset(tmp_path, project_root):
         config["datasets"]["scifact"][key] = str((project_root / config["datasets"]["scifact"][key]).resolve())
     (work / "experiments" / "scifact.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(work, "--configfile", "experiments/scifact.yaml", "--replace-workflow-config")
-    assert jobs == {"all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "index_dense": 1,
-                    "retrieve_bm25": 1, "retrieve_dense": 1, "run_arm": 3, "evaluate_arm": 3, "retrieval_summary": 1}
+    retrieval = {"all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "index_dense": 1,
+                 "retrieve_bm25": 1, "retrieve_dense": 1, "run_arm": 3, "evaluate_arm": 3, "retrieval_summary": 1}
+    assert {rule: jobs.get(rule) for rule in retrieval} == retrieval
+    assert not {rule for rule in jobs if rule.startswith(("route_", "generate_", "judge_", "rerank"))}
+
+
+def study_workdir(tmp_path, project_root, name):
+    """A workdir whose config is experiments/<name>.yaml with its dataset paths made absolute."""
+    work = make_workdir(tmp_path)
+    config = yaml.safe_load((project_root / "experiments" / f"{name}.yaml").read_text())
+    for spec in config["datasets"].values():
+        spec["path"] = str((project_root / spec["path"]).resolve())
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    return work
+
+
+def test_study_b_answers_both_policies_per_dataset_and_routes_each(tmp_path, project_root):
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "generate_answers", "judge_answers", "route_labels",
+                                              "route_features", "route_fit", "route_heldout", "route_frontiers")} == {
+        "ingest": 2, "generate_answers": 4, "judge_answers": None, "route_labels": 4, "route_features": 4,
+        "route_fit": 4, "route_heldout": 4, "route_frontiers": 4}
+
+
+def test_study_a_hotpotqa_routes_keep_versus_hybrid_without_generation(tmp_path, project_root):
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_a_hotpotqa"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "rerank", "run_arm", "generate_answers", "route_labels",
+                                              "route_frontiers")} == {
+        "ingest": 1, "rerank": 1, "run_arm": 4, "generate_answers": None, "route_labels": 1, "route_frontiers": 1}

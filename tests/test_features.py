@@ -4,11 +4,21 @@ import polars as pl
 import pytest
 
 from workflow_scripts.contracts import (
-    FEATURE_FAMILY, KEEP_FEATURES, PROBE_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, conform,
+    FEATURE_FAMILY,
+    KEEP_FEATURES,
+    PROBE_FEATURES,
+    QUERY_FEATURES,
+    UNCERTAINTY_FEATURES,
+    conform,
 )
 from workflow_scripts.errors import InputError
 from workflow_scripts.features import (
-    combine, family_features, keep_features, probe_features, query_features, uncertainty_features,
+    combine,
+    family_features,
+    keep_features,
+    probe_features,
+    query_features,
+    uncertainty_features,
 )
 
 # q1: 12 units, vector cosines 0.90, 0.80, 0.75, 0.70, 0.65, then 0.60 down by 0.05. The reranker puts u12
@@ -79,20 +89,38 @@ def test_query_features():
     assert rows["d"]["qword_other"] == 1 and rows["d"]["q_has_digits"] == 0
 
 
-def test_uncertainty_and_probe_features():
-    answers = pl.DataFrame({"qid": ["a", "b"], "mean_token_entropy": [0.7, 0.1], "min_token_prob": [0.2, 0.9]})
-    uncertainty = conform(uncertainty_features(answers), UNCERTAINTY_FEATURES)
-    assert uncertainty.rows() == [("a", 0.7, 0.2), ("b", 0.1, 0.9)]
+def closed_book_answers(**overrides):
+    """A GENERATIONS-shaped slice: the columns uncertainty_features reads from the closed-book answers."""
+    columns = {"request_id": ["b", "a"], "status": ["ok", "ok"], "mean_entropy": [0.1, 0.7],
+               "min_token_prob": [0.9, 0.2], "sequence_logprob": [-0.3, -4.0]}
+    return pl.DataFrame(columns | overrides)
+
+
+def test_uncertainty_features_come_from_the_closed_book_generations():
+    uncertainty = conform(uncertainty_features(closed_book_answers()), UNCERTAINTY_FEATURES)
+    assert uncertainty.rows() == [("a", 0.7, 0.2, -4.0), ("b", 0.1, 0.9, -0.3)]
     with pytest.raises(InputError, match="outside"):
-        uncertainty_features(answers.with_columns(pl.lit(1.5).alias("min_token_prob")))
+        uncertainty_features(closed_book_answers(min_token_prob=[1.5, 0.2]))
+    with pytest.raises(InputError, match="positive log-probability"):
+        uncertainty_features(closed_book_answers(sequence_logprob=[0.5, -1.0]))
+    with pytest.raises(InputError, match=r"1 closed-book answers failed.*rerun"):
+        uncertainty_features(closed_book_answers(status=["ok", "error"]))
+    with pytest.raises(InputError, match=r"no \['mean_entropy'\].*top_logprobs"):
+        uncertainty_features(closed_book_answers(mean_entropy=[None, 0.7]))
+    with pytest.raises(InputError, match="sequence_logprob"):
+        uncertainty_features(closed_book_answers().drop("sequence_logprob"))
+
+
+def test_uncertainty_and_probe_features():
+    uncertainty = conform(uncertainty_features(closed_book_answers()), UNCERTAINTY_FEATURES)
     probe = pl.DataFrame({"qid": ["a"] * 6 + ["b"], "unit_id": list("uvwxyz") + ["p"], "rank": [2, 1, 3, 4, 5, 6, 1],
                           "score": [9.0, 12.0, 8.0, 7.0, 4.0, 1.0, 3.0]})
     scores = conform(probe_features(probe), PROBE_FEATURES)
     assert scores.rows() == [("a", 12.0, 3.0, 8.0), ("b", 3.0, 0.0, 3.0)]
     full = combine([uncertainty, scores])
-    assert family_features("uncertainty", full.columns) == ["unc_entropy", "unc_min_prob"]
-    assert family_features("full", full.columns) == ["unc_entropy", "unc_min_prob", "bm25_top1", "bm25_gap12",
-                                                     "bm25_mean_top5"]
+    assert family_features("uncertainty", full.columns) == ["unc_entropy", "unc_min_prob", "unc_seq_logprob"]
+    assert family_features("full", full.columns) == ["unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1",
+                                                     "bm25_gap12", "bm25_mean_top5"]
     with pytest.raises(InputError, match="none of its features"):
         family_features("query_only", full.columns)
     with pytest.raises(InputError, match="unknown"):

@@ -5,7 +5,7 @@ import pytest
 
 from workflow_scripts.contracts import LABELS, conform
 from workflow_scripts.errors import InputError
-from workflow_scripts.labels import arm_labels, outcome_summary, retrieval_labels
+from workflow_scripts.labels import answer_correctness, arm_labels, is_retrieval_pair, outcome_summary, retrieval_labels
 
 
 def metrics(values: dict[str, float], measure: str = "Success@10") -> pl.DataFrame:
@@ -65,3 +65,51 @@ def test_summary_allows_one_qid_under_several_models_but_labels_refuse_duplicate
     assert outcome_summary(both, by=["model"])["n"].to_list() == [1, 1]
     with pytest.raises(InputError, match="duplicated qids"):
         retrieval_labels(pl.DataFrame({"qid": ["a", "a"], "correct_without": [0, 1], "correct_with": [1, 1]}))
+
+
+def generations(texts: dict[str, str], status: dict[str, str] | None = None) -> pl.DataFrame:
+    """The GENERATIONS columns answer_correctness reads (request_id = qid, status, text)."""
+    status = status or {}
+    return pl.DataFrame({"request_id": list(texts), "text": list(texts.values()),
+                         "status": [status.get(qid, "ok") for qid in texts]})
+
+
+QUESTIONS = pl.DataFrame(
+    {"qid": ["q1", "q2", "q3", "q4", "q5"],
+     "answers": [["Paris"], ["Barack Obama", "Obama"], ["1969"], ["yes"], []]},
+    schema={"qid": pl.String, "answers": pl.List(pl.String)},
+)
+WITHOUT = generations({"q1": "London", "q2": "President Barack Obama", "q3": "1969", "q4": "no", "q5": "x"})
+WITH = generations({"q1": "The answer is Paris.", "q2": "Obama", "q3": "in 1970", "q4": "Yes.", "q5": "x"})
+
+
+@pytest.mark.parametrize("scorer, threshold, without, with_retrieval", [
+    ("em", 0.5, [0, 0, 1, 0], [0, 1, 0, 1]),          # normalized exact match against any reference
+    ("f1", 0.5, [0, 1, 1, 0], [1, 1, 0, 1]),          # "president barack obama" vs "barack obama": F1 0.8
+    ("f1", 0.9, [0, 0, 1, 0], [0, 1, 0, 1]),          # ... below 0.9; "answer is paris" vs "paris": F1 0.5
+    ("contains", 0.5, [0, 1, 1, 0], [1, 1, 0, 1]),    # a normalized reference appears inside the answer
+])
+def test_answer_correctness_scores_both_answers_with_one_scorer(scorer, threshold, without, with_retrieval):
+    table, unscorable = answer_correctness(QUESTIONS, WITHOUT, WITH, scorer, threshold)
+    assert table["qid"].to_list() == ["q1", "q2", "q3", "q4"] and unscorable == 1  # q5 has no reference answer
+    assert table["correct_without"].to_list() == without and table["correct_with"].to_list() == with_retrieval
+    labels = conform(retrieval_labels(table), LABELS)
+    assert labels["delta"].to_list() == [b - a for a, b in zip(without, with_retrieval)]
+    assert set(labels["delta"]) <= {-1.0, 0.0, 1.0}
+
+
+def test_answer_correctness_refuses_failed_mismatched_or_unknown_inputs():
+    with pytest.raises(InputError, match=r"with retrieval\): 1 answers failed.*rerun"):
+        answer_correctness(QUESTIONS, WITHOUT, generations({**dict(zip(WITH["request_id"], WITH["text"]))},
+                                                           {"q2": "error"}), "em")
+    with pytest.raises(InputError, match="different questions"):
+        answer_correctness(QUESTIONS, WITHOUT, WITH.head(3), "em")
+    with pytest.raises(InputError, match="scorer 'bleu' is unknown"):
+        answer_correctness(QUESTIONS, WITHOUT, WITH, "bleu")
+    with pytest.raises(InputError, match=r"\['q9'\] are not in the questions table"):
+        answer_correctness(QUESTIONS, generations({"q9": "a"}), generations({"q9": "b"}), "em")
+
+
+def test_only_a_closed_book_base_makes_a_retrieval_pair():
+    assert is_retrieval_pair({"base": "closed_book", "alternative": "bm25"})
+    assert not is_retrieval_pair({"base": "keep", "alternative": "hybrid"})

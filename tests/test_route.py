@@ -1,5 +1,6 @@
 """Routing stage protocol: routers are fitted on dev only and frozen; held-out questions cannot change them."""
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,7 +29,7 @@ def write_inputs(folder, heldout_delta: float):
 
 
 def fit(folder):
-    frozen = [str(folder / f"{name}.json") for name in ROUTERS]
+    frozen = [str(folder / f"{name}.json") for name in sorted(ROUTERS)]  # Snakemake's expand order, not the config's
     smk = SimpleNamespace(
         input=SimpleNamespace(labels=folder / "labels.parquet", features=folder / "features.parquet",
                               splits=folder / "splits.parquet", frozen=frozen),
@@ -47,6 +48,12 @@ def test_heldout_labels_cannot_change_the_frozen_routers(tmp_path):
     write_inputs(tmp_path / "a", heldout_delta=0.0)
     write_inputs(tmp_path / "b", heldout_delta=1.0)
     assert fit(tmp_path / "a")[1] == fit(tmp_path / "b")[1]
+
+
+def test_each_frozen_file_holds_the_router_it_is_named_after(tmp_path):
+    write_inputs(tmp_path, heldout_delta=0.0)
+    for name, artifact in fit(tmp_path)[1].items():
+        assert json.loads(artifact)["router"] == name
 
 
 def test_heldout_report_follows_the_frozen_threshold(tmp_path):

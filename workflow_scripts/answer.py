@@ -2,7 +2,9 @@
 
 In:  questions, splits and units; for a retrieval policy its arm's run (the top-K units, in rank order, are the
      evidence); the generator and judge configs (`models.generator`, `models.judge`) and the prompt templates.
-     The reserved policy name `closed_book` answers without retrieval.
+     The reserved policy name `closed_book` answers without retrieval. Answers cover the splits in `params.splits`:
+     `generation.splits`, or every split for the two policies of a Study B routing pair (their labels and
+     uncertainty features feed routers fitted on dev); judging always stays on `generation.splits`.
 Out (results/<dataset>/answers/):
 - <policy>.parquet                GENERATIONS rows (request_id = qid): answer text, tokens, uncertainty, latency;
 - <policy>_study_a.parquet        Study A judge: correctness 0/1/2 against the references, faithfulness 0/1/2
@@ -16,8 +18,9 @@ Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms s
 """
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 

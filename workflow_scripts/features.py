@@ -10,8 +10,10 @@ In / out, per family (each feature's family is what a router must pay before it 
   → KEEP_FEATURES: top1_cos, gap12_cos, mean_top5_cos, overlap_top10, rerank_top1_vector_rank, caption_share.
 - query_only: `query_features(questions)` from (qid, text) → QUERY_FEATURES (length, question word, digits,
   capitalized tokens).
-- uncertainty: `uncertainty_features(answers)` from the no-retrieval answer's token-logprob summary (qid,
-  mean_token_entropy, min_token_prob) → UNCERTAINTY_FEATURES.
+- uncertainty (Study B; paid for by one closed-book generation): `uncertainty_features(answers)` from the
+  no-retrieval answer's token-logprob summary, i.e. the closed_book GENERATIONS table (request_id = qid,
+  mean_entropy, min_token_prob, sequence_logprob) → UNCERTAINTY_FEATURES (unc_entropy, unc_min_prob,
+  unc_seq_logprob).
 - retrieval_score: `probe_features(probe)` from a probe BM25 ranking (qid, unit_id, rank, score) → PROBE_FEATURES.
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
 The four tables' contracts and the feature catalogue (names, FEATURE_FAMILY) are declared in `contracts.py`.
@@ -26,7 +28,7 @@ verb (is, are, was, does, can, …), else "other"; capitalized tokens exclude th
 """
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
@@ -149,17 +151,29 @@ def query_features(questions: pl.DataFrame) -> pl.DataFrame:
 
 
 def uncertainty_features(answers: pl.DataFrame) -> pl.DataFrame:
-    """Uncertainty of the no-retrieval answer, from columns qid, mean_token_entropy, min_token_prob."""
-    _require(answers, ["qid", "mean_token_entropy", "min_token_prob"], "uncertainty features")
+    """Uncertainty of the no-retrieval answer, from a GENERATIONS table (request_id = qid, status, mean_entropy,
+    min_token_prob, sequence_logprob): every answer must have succeeded and carry all three numbers."""
+    _require(answers, ["request_id", "status"], "uncertainty features")
+    failed = answers.filter(pl.col("status") != "ok")
+    if failed.height:
+        raise InputError(f"uncertainty features: {failed.height} closed-book answers failed (e.g. "
+                         f"{failed['request_id'].head(3).to_list()}); rerun to retry them (failures are not cached)")
+    columns = ["mean_entropy", "min_token_prob", "sequence_logprob"]
+    missing = [column for column in columns if column in answers.columns and answers[column].null_count()]
+    if missing:
+        raise InputError(f"uncertainty features: the closed-book answers have no {missing}; the generator must "
+                         f"report token log-probabilities (models.generator.top_logprobs > 0, or backend transformers)")
+    _require(answers, columns, "uncertainty features")
     bad = answers.filter((pl.col("min_token_prob") < 0) | (pl.col("min_token_prob") > 1)
-                         | (pl.col("mean_token_entropy") < 0))
+                         | (pl.col("mean_entropy") < 0) | (pl.col("sequence_logprob") > 0))
     if bad.height:
-        raise InputError(f"uncertainty features: probabilities outside [0, 1] or negative entropy for queries "
-                         f"{bad['qid'].head(5).to_list()}")
+        raise InputError(f"uncertainty features: probabilities outside [0, 1], negative entropy or positive "
+                         f"log-probability for queries {bad['request_id'].head(5).to_list()}")
     return answers.select(
-        "qid",
-        pl.col("mean_token_entropy").cast(pl.Float64).alias("unc_entropy"),
+        pl.col("request_id").alias("qid"),
+        pl.col("mean_entropy").cast(pl.Float64).alias("unc_entropy"),
         pl.col("min_token_prob").cast(pl.Float64).alias("unc_min_prob"),
+        pl.col("sequence_logprob").cast(pl.Float64).alias("unc_seq_logprob"),
     ).sort("qid")
 
 

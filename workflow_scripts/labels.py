@@ -2,7 +2,10 @@
 
 In:  Study A — two per-query metric tables of the `evaluate` stage (qid, measure, value), one per arm, and the
      measure to compare (default Success@10 = hit@10). Study B — one table (qid, correct_without, correct_with)
-     of per-query correctness of the no-retrieval and the retrieval answer (exact match 0/1, or token F1).
+     of per-query correctness of the no-retrieval and the retrieval answer, built by `answer_correctness` from
+     the questions' reference answers and two GENERATIONS tables (closed_book and the retrieval arm's answers)
+     with one deterministic scorer of `judges.py`: em (exact match), f1 (token F1 ≥ a threshold) or contains
+     (a normalized reference appears in the answer), each 0/1 so that u ∈ {−1, 0, +1}.
 Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is what the query gets when the
      router does not fire (arm A / no retrieval) and "on" when it fires (arm B / retrieval); delta = on − off.
      For a 0/1 metric delta ∈ {−1, 0, +1}; for a graded metric it is real-valued and the outcome is its sign.
@@ -12,12 +15,22 @@ Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is
 Every frontier, router and report downstream reads metric_off / metric_on / delta from this one table.
 """
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
 from workflow_scripts.contracts import ARM_OUTCOMES, RETRIEVAL_OUTCOMES
 from workflow_scripts.errors import InputError
+from workflow_scripts.judges import score_answers
+
+SCORERS = ("em", "f1", "contains")
+CLOSED_BOOK = "closed_book"
+
+
+def is_retrieval_pair(pair: dict) -> bool:
+    """A routing pair whose base is `closed_book` is Study B's retrieve-or-not decision (labels from answers);
+    any other pair switches between two arms (Study A; labels from per-query retrieval metrics)."""
+    return pair["base"] == CLOSED_BOOK
 
 
 def _outcome(vocabulary: tuple[str, str, str]) -> pl.Expr:
@@ -71,6 +84,50 @@ def arm_labels(
         )
     joined = a.join(b, on="qid").with_columns((pl.col("metric_on") - pl.col("metric_off")).alias("delta"))
     return joined.with_columns(_outcome(ARM_OUTCOMES)).sort("qid")
+
+
+def _answer_texts(answers: pl.DataFrame, side: str) -> pl.DataFrame:
+    """qid → answer text of one GENERATIONS table; every answer must have succeeded."""
+    for column in ("request_id", "status", "text"):
+        if column not in answers.columns:
+            raise InputError(f"answer correctness ({side}): column '{column}' is missing (columns: {answers.columns})")
+    failed = answers.filter(pl.col("status") != "ok")
+    if failed.height:
+        raise InputError(f"answer correctness ({side}): {failed.height} answers failed (e.g. "
+                         f"{failed['request_id'].head(3).to_list()}); rerun to retry them (failures are not cached)")
+    return answers.select(pl.col("request_id").alias("qid"), pl.col("text").fill_null(""))
+
+
+def answer_correctness(
+    questions: pl.DataFrame, without: pl.DataFrame, with_retrieval: pl.DataFrame, scorer: str,
+    f1_threshold: float = 0.5,
+) -> tuple[pl.DataFrame, int]:
+    """(qid, correct_without, correct_with) as 0/1 for every question both answer tables cover and that has
+    reference answers, plus how many covered questions were left out because they have none (reported, never
+    scored: an empty reference list has no correct answer to compare with)."""
+    if scorer not in SCORERS:
+        raise InputError(f"answer correctness: scorer '{scorer}' is unknown; use one of {list(SCORERS)}")
+    off, on = _answer_texts(without, "without retrieval"), _answer_texts(with_retrieval, "with retrieval")
+    if set(off["qid"]) != set(on["qid"]):
+        differ = sorted(set(off["qid"]) ^ set(on["qid"]))
+        raise InputError(f"answer correctness: the two answer tables cover different questions (e.g. {differ[:5]}); "
+                         f"generate both policies on the same splits")
+    joined = questions.select("qid", "answers").join(off.rename({"text": "off"}), on="qid") \
+        .join(on.rename({"text": "on"}), on="qid").sort("qid")
+    if joined.height != off.height:
+        unknown = sorted(set(off["qid"]) - set(joined["qid"]))
+        raise InputError(f"answer correctness: answered questions {unknown[:5]} are not in the questions table")
+    scorable = joined.filter(pl.col("answers").list.len() > 0)
+    references = scorable["answers"].to_list()
+
+    def correct(column: str) -> pl.Series:
+        scores = score_answers(scorable[column].to_list(), references)
+        hit = scores["f1"] >= f1_threshold if scorer == "f1" else scores[scorer].cast(pl.Boolean)
+        return hit.cast(pl.Float64)
+
+    table = pl.DataFrame({"qid": scorable["qid"], "correct_without": correct("off"), "correct_with": correct("on")},
+                         schema={"qid": pl.String, "correct_without": pl.Float64, "correct_with": pl.Float64})
+    return table, joined.height - scorable.height
 
 
 def retrieval_labels(correctness: pl.DataFrame) -> pl.DataFrame:

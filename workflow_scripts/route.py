@@ -1,9 +1,16 @@
 """Routing stage: for one configured pair of policies (off → on), learn when switching pays and measure it honestly.
 
-In:  per-query metrics of the two arms (`evaluate`), the splits, the units and questions, the base arm's run and the
-     first-stage rankings the feature families read; the pair's and routers' config.
+In:  Study A pair (base → alternative arm): per-query metrics of the two arms (`evaluate`). Study B pair (base
+     `closed_book` → a retrieval arm): the closed-book and the arm's GENERATIONS (`answer`, generated on every
+     split) and the questions' reference answers, scored by the pair's deterministic scorer (em | f1 | contains).
+     Both: the splits, the units and questions, the base arm's run, the closed-book answers' token uncertainty
+     and the first-stage rankings the feature families read; the pair's and routers' config.
 Out (results/<dataset>/routing/<pair>/):
-- labels.parquet      Δ = metric(on) − metric(off) per judged question (rescue / harm / tie);
+- labels.parquet      Δ = metric(on) − metric(off) per judged question (rescue / harm / tie); for Study B
+                      u = correct(with) − correct(without) ∈ {−1, 0, +1} (benefit / harm / neutral);
+- utility.csv         the utility distribution per split and overall (n, gains, harms, ties and their rates, mean
+                      off / on / delta), with dataset, generator model (Study B), measure, questions left out for
+                      lack of reference answers and `signal_absent` (every label equal: nothing to learn);
 - features.parquet    the configured feature families per question (`features`);
 - oof_scores.parquet  out-of-fold dev scores per router (grouped K-fold by paper/context);
 - frozen/<router>.json  model, feature scaling and threshold fitted on dev only — the only thing later rules read
@@ -18,17 +25,32 @@ Routers that never or always fire have no budget knob and are left out of fronti
 """
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 
 from workflow_scripts import features as feature_sets
-from workflow_scripts.contracts import QUESTIONS, RANKING, RUNS, SPLITS, UNITS, read_table, write_parquet_atomic, write_text_atomic
+from workflow_scripts.contracts import (
+    GENERATIONS,
+    LABELS,
+    QUESTIONS,
+    RANKING,
+    RUNS,
+    SPLITS,
+    UNITS,
+    read_table,
+    write_parquet_atomic,
+    write_table,
+    write_text_atomic,
+)
+from workflow_scripts.errors import InputError
 from workflow_scripts.frontiers import calibration_audit, frontier_table
-from workflow_scripts.labels import arm_labels, outcome_summary
+from workflow_scripts.labels import answer_correctness, arm_labels, is_retrieval_pair, outcome_summary, retrieval_labels
 from workflow_scripts.routers import (
     FIXED_THRESHOLDS,
+    SCORE_BASELINES,
     apply_frozen,
     choose_threshold,
     fit_router,
@@ -47,6 +69,9 @@ def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
     """A RouterSpec from a `routing.routers` entry; learned routers read every configured feature."""
     params = {key: value for key, value in spec.items() if key != "kind"}
     kind = spec.get("kind", name)
+    if kind in SCORE_BASELINES:
+        feature, sign = SCORE_BASELINES[kind]
+        return make_router(name, "score", (feature,), sign=sign)
     learned = kind in ("ridge", "bur_linear", "bur_gbm")
     return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
 
@@ -60,6 +85,8 @@ def feature_table(families: list[str], smk: Any) -> pl.DataFrame:
         tables.append(feature_sets.keep_features(run, read_table(smk.input.dense, RANKING), read_table(smk.input.units, UNITS)))
     if "query_only" in families:
         tables.append(feature_sets.query_features(read_table(smk.input.questions, QUESTIONS)))
+    if "uncertainty" in families:
+        tables.append(feature_sets.uncertainty_features(read_table(smk.input.closed_book, GENERATIONS)))
     if "retrieval_score" in families:
         tables.append(feature_sets.probe_features(read_table(smk.input.probe, RANKING)))
     return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
@@ -69,17 +96,57 @@ def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
     return table.join(splits.select("qid", "group_id", "split"), on="qid", how="inner")
 
 
-def label_rule(smk: Any) -> None:
+def pair_labels(smk: Any) -> tuple[pl.DataFrame, str | None, int]:
+    """The pair's labels, the generator model behind them (Study B) and the questions without references."""
     pair = smk.params.pair
-    labels = arm_labels(
-        pl.read_parquet(smk.input.base), pl.read_parquet(smk.input.alternative), pair["measure"], (pair["base"], pair["alternative"])
+    if not is_retrieval_pair(pair):
+        labels = arm_labels(pl.read_parquet(smk.input.base), pl.read_parquet(smk.input.alternative), pair["measure"],
+                            (pair["base"], pair["alternative"]))
+        return labels, None, 0
+    without, with_retrieval = read_table(smk.input.base, GENERATIONS), read_table(smk.input.alternative, GENERATIONS)
+    correctness, unscorable = answer_correctness(read_table(smk.input.questions, QUESTIONS), without, with_retrieval,
+                                                 pair["measure"], pair["f1_threshold"])
+    if correctness.is_empty():
+        raise InputError(f"labels: none of the {unscorable} answered questions has reference answers to score "
+                         f"against; Study B needs a dataset with answers (questions.parquet column 'answers')")
+    models = sorted(set(without["model"]) | set(with_retrieval["model"]))
+    return retrieval_labels(correctness), " | ".join(models), unscorable
+
+
+def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, smk: Any, model: str | None, unscorable: int) -> pl.DataFrame:
+    """The utility distribution (outcome_summary) per split and over all splits, tagged with dataset, pair, model."""
+    by_split = outcome_summary(with_splits(labels, splits), ["split"])
+    overall = outcome_summary(labels).with_columns(pl.lit("all").alias("split"))
+    table = pl.concat([overall.select(by_split.columns), by_split])
+    tags = [pl.lit(smk.wildcards.dataset).alias("dataset"), pl.lit(smk.wildcards.pair).alias("pair"),
+            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(smk.params.pair["measure"]).alias("measure")]
+    signal_absent = labels["delta"].n_unique() <= 1
+    return table.select(*tags, pl.all()).with_columns(
+        pl.lit(unscorable).alias("without_reference"), pl.lit(signal_absent).alias("signal_absent")
     )
-    write_parquet_atomic(labels, smk.output.labels)
+
+
+def label_rule(smk: Any) -> None:
+    labels, model, unscorable = pair_labels(smk)
+    write_table(labels, smk.output.labels, LABELS)
+    utility = utility_table(labels, read_table(smk.input.splits, SPLITS), smk, model, unscorable)
+    write_text_atomic(utility.write_csv(float_precision=6), smk.output.utility)
+    if unscorable:
+        log.warning("labels: %d questions have no reference answers and are left out", unscorable)
+    if utility["signal_absent"][0]:
+        log.warning("labels: every question has the same label (%s): the routers run, but there is no signal "
+                    "to learn and every learned router scores all questions alike", labels["outcome"][0])
     log.info("labels: %s", outcome_summary(labels).to_dicts())
 
 
 def features_rule(smk: Any) -> None:
     write_parquet_atomic(feature_table(smk.params.pair["features"], smk), smk.output.features)
+
+
+def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
+    """Router name → its frozen/<router>.json among `paths` (matched by file name, in the config's router order)."""
+    by_name = {Path(path).stem: str(path) for path in paths}
+    return {name: by_name[name] for name in routers}
 
 
 def fit_rule(smk: Any) -> None:
@@ -91,7 +158,8 @@ def fit_rule(smk: Any) -> None:
     labels = labels.sort("qid")
     names = [column for column in features.columns if column != "qid"]
     oof_tables, sweeps = [], []
-    for name, path in zip(smk.params.routers, smk.output.frozen):
+    paths = frozen_paths(smk.params.routers, smk.output.frozen)
+    for name, path in paths.items():
         spec = router_spec(name, smk.params.routers[name], names)
         oof = out_of_fold_scores(features.select("qid", *spec.features), labels, labels, spec,
                                  settings["n_splits"], settings["seed"])
@@ -139,7 +207,7 @@ def heldout_rule(smk: Any) -> None:
     splits = read_table(smk.input.splits, SPLITS)
     labels = with_splits(pl.read_parquet(smk.input.labels), splits).filter(pl.col("split") != "dev")
     features = pl.read_parquet(smk.input.features).filter(pl.col("qid").is_in(labels["qid"].implode()))
-    frozen = dict(zip(smk.params.routers, smk.input.frozen))
+    frozen = frozen_paths(smk.params.routers, smk.input.frozen)
     routed = routed_scores(frozen, features).join(labels, on="qid")
     write_parquet_atomic(routed, smk.output.routed)
     heldout = routed.filter(pl.col("split") == "heldout").with_columns(
