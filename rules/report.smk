@@ -1,0 +1,128 @@
+# Stage 5 — cost and report: the per-query cost ledger (every stage's measured seconds, tokens and calls), what
+# each routing policy costs by trigger family and budget, the report's figures (captions in report/) and
+# results/summary.md. Prices and the budget grid only reach the jobs of this file and route_frontiers, so changing
+# them reruns in seconds. `snakemake --report report.html` collects every figure flagged with report().
+
+
+rule cost_ledger:
+    input:
+        cost_source_files,
+        questions="results/{dataset}/questions.parquet",
+    output:
+        ledger="results/{dataset}/cost/ledger.parquet",
+        stages="results/{dataset}/cost/stages.csv",
+    params:
+        sources=cost_sources,
+    log:
+        "results/logs/cost_ledger/{dataset}.log",
+    benchmark:
+        "results/benchmarks/cost_ledger/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/cost.py"
+
+
+rule route_costs:
+    input:
+        unpack(route_cost_rankings),
+        ledger="results/{dataset}/cost/ledger.parquet",
+        routed="results/{dataset}/routing/{pair}/routed.parquet",
+        frontiers="results/{dataset}/routing/{pair}/frontiers.parquet",
+        frozen=expand("results/{{dataset}}/routing/{{pair}}/frozen/{router}.json", router=ROUTERS),
+    output:
+        policies="results/{dataset}/cost/{pair}/policy_costs.parquet",
+        policies_csv="results/{dataset}/cost/{pair}/policy_costs.csv",
+        frontiers="results/{dataset}/cost/{pair}/cost_frontiers.parquet",
+        reuse="results/{dataset}/cost/{pair}/reuse.parquet",
+        reuse_csv="results/{dataset}/cost/{pair}/reuse.csv",
+    params:
+        pair=route_pair,
+        arms=config["arms"],
+        rankings=route_cost_rankings,
+        prices=config["costs"]["prices"],
+        reuse=config["costs"]["reuse"],
+        budgets=config["budgets"],
+    log:
+        "results/logs/route_costs/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/route_costs/{dataset}_{pair}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/cost.py"
+
+
+rule report_figures:
+    input:
+        routed="results/{dataset}/routing/{pair}/routed.parquet",
+        frontiers="results/{dataset}/routing/{pair}/frontiers.parquet",
+        audit="results/{dataset}/routing/{pair}/audit.parquet",
+        policies="results/{dataset}/cost/{pair}/policy_costs.parquet",
+        cost_frontiers="results/{dataset}/cost/{pair}/cost_frontiers.parquet",
+    output:
+        frontiers=report("results/{dataset}/report/{pair}/frontiers.png", caption="../report/frontiers.rst",
+                         category="{dataset}", subcategory="{pair}", labels={"figure": "frontiers"}),
+        calibration=report("results/{dataset}/report/{pair}/calibration.png", caption="../report/calibration.rst",
+                           category="{dataset}", subcategory="{pair}", labels={"figure": "calibration"}),
+        outcomes=report("results/{dataset}/report/{pair}/outcomes.png", caption="../report/outcomes.rst",
+                        category="{dataset}", subcategory="{pair}", labels={"figure": "outcomes"}),
+        utility=report("results/{dataset}/report/{pair}/utility.png", caption="../report/utility.rst",
+                       category="{dataset}", subcategory="{pair}", labels={"figure": "utility"}),
+        cost_breakdown=report("results/{dataset}/report/{pair}/cost_breakdown.png", caption="../report/cost_breakdown.rst",
+                              category="{dataset}", subcategory="{pair}", labels={"figure": "cost_breakdown"}),
+        cost_frontiers=report("results/{dataset}/report/{pair}/cost_frontiers.png", caption="../report/cost_frontiers.rst",
+                              category="{dataset}", subcategory="{pair}", labels={"figure": "cost_frontiers"}),
+    log:
+        "results/logs/report_figures/{dataset}_{pair}.log",
+    benchmark:
+        "results/benchmarks/report_figures/{dataset}_{pair}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/report.py"
+
+
+rule summary:
+    input:
+        summary_inputs,
+    output:
+        summary=report("results/summary.md", caption="../report/summary.rst", category="Tables"),
+    params:
+        datasets=DATASETS,
+    log:
+        "results/logs/summary/summary.log",
+    benchmark:
+        "results/benchmarks/summary/summary.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/report.py"
+
+
+# The ledger reads `answers/<policy>_study_a.parquet`, which the policy wildcard of generate_answers also matches
+# (policy = "<policy>_study_a"); the judge rule is the one that writes it.
+ruleorder: judge_answers > generate_answers
+
+
+# Study C (only when configured): per-metric bars, the paired-delta forest plot and cost per strategy.
+rule study_c_figures:
+    input:
+        quality="results/{dataset}/study_c/tables/quality.csv",
+        paired="results/{dataset}/study_c/tables/paired.csv",
+        cost="results/{dataset}/study_c/tables/cost.csv",
+    output:
+        metrics=report("results/{dataset}/report/study_c/metrics.png", caption="../report/study_c_metrics.rst",
+                       category="{dataset}", subcategory="study_c", labels={"figure": "metrics"}),
+        paired=report("results/{dataset}/report/study_c/paired.png", caption="../report/study_c_paired.rst",
+                      category="{dataset}", subcategory="study_c", labels={"figure": "paired"}),
+        cost=report("results/{dataset}/report/study_c/cost.png", caption="../report/study_c_cost.rst",
+                    category="{dataset}", subcategory="study_c", labels={"figure": "cost"}),
+    log:
+        "results/logs/study_c_figures/{dataset}.log",
+    benchmark:
+        "results/benchmarks/study_c_figures/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/report.py"

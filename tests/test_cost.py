@@ -1,0 +1,201 @@
+"""The cost ledger and policy costs (workflow_scripts/cost.py) on small hand-made tables with known answers."""
+
+import json
+
+import polars as pl
+import pytest
+
+from workflow_scripts import cost
+from workflow_scripts.contracts import COST_LEDGER, GENERATIONS, conform, frame, write_table
+from workflow_scripts.errors import InputError
+
+QIDS = ["q1", "q2", "q3", "q4"]
+ARMS = {
+    "keep": {"first_stage": "dense", "candidates": 2, "rerank": "ce", "keep": 1, "scope": "group"},
+    "hybrid": {"first_stage": "hybrid", "candidates": 2, "rerank": "ce", "keep": 1, "scope": "group", "rrf_k": 60, "fusion_depth": 3},
+}
+PRICES = {"prompt_token": 1.0, "completion_token": 4.0, "retrieval_call": 50.0, "rerank_pair": 100.0}
+
+
+def bench(path, seconds):
+    path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:{int(seconds):02d}\t100.0\n")
+    return str(path)
+
+
+def generations(path, latencies, prompt_tokens=100, completion_tokens=10):
+    rows = [{"request_id": qid, "key": f"k{qid}", "status": "ok", "source": "generated", "text": "x", "finish_reason": "stop",
+             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency,
+             "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 0, "evidence_kept": 0,
+             "evidence_truncated": False} for qid, latency in latencies.items()]
+    write_table(frame(rows, GENERATIONS), path, GENERATIONS)
+    return str(path)
+
+
+def ranking(path, rows):
+    pl.DataFrame(rows, schema={"qid": pl.String, "unit_id": pl.String, "rank": pl.Int32, "score": pl.Float64}, orient="row").write_parquet(path)
+    return str(path)
+
+
+@pytest.fixture
+def study_a(tmp_path):
+    """Keep (dense top 2 → rerank) and Hybrid (RRF of dense and BM25 top 3 → top 2 → rerank) on four questions.
+    Dense ranks u1, u2, u3 for every question; BM25 ranks u3, u4, u1, so Hybrid's candidates are u1 and u3: one
+    pair (u1) Keep already scored, one (u3) new."""
+    dense = ranking(tmp_path / "dense.parquet", [(q, u, r, 1.0 / r) for q in QIDS for r, u in enumerate(["u1", "u2", "u3"], 1)])
+    bm25 = ranking(tmp_path / "bm25.parquet", [(q, u, r, 10.0 / r) for q in QIDS for r, u in enumerate(["u3", "u4", "u1"], 1)])
+    scores = pl.DataFrame({"qid": [q for q in QIDS for _ in range(3)], "unit_id": ["u1", "u2", "u3"] * 4, "rerank_score": [0.5] * 12})
+    scores.write_parquet(tmp_path / "rerank.parquet")
+    for arm in ARMS:
+        pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / f"run_{arm}.parquet")
+    pl.DataFrame({"qid": QIDS, "top1_cos": [0.1] * 4}).write_parquet(tmp_path / "features.parquet")
+    sources = [
+        {"stage": "retrieve_dense", "component": "group", "tables": [dense], "benchmark": bench(tmp_path / "d.tsv", 8.0)},
+        {"stage": "retrieve_bm25", "component": "group", "tables": [bm25], "benchmark": bench(tmp_path / "b.tsv", 4.0)},
+        {"stage": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmark": bench(tmp_path / "r.tsv", 24.0)},
+        *({"stage": "run_arm", "component": arm, "tables": [str(tmp_path / f"run_{arm}.parquet")],
+           "benchmark": bench(tmp_path / f"a_{arm}.tsv", 2.0)} for arm in ARMS),
+        {"stage": "route_features", "component": "keep_vs_hybrid", "tables": [str(tmp_path / "features.parquet")],
+         "benchmark": bench(tmp_path / "f.tsv", 1.0)},
+        {"stage": "generate_answers", "component": "keep", "device": "ignored: rows say",
+         "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "benchmark": bench(tmp_path / "gk.tsv", 9.0)},
+        {"stage": "generate_answers", "component": "hybrid",
+         "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "benchmark": bench(tmp_path / "gh.tsv", 20.0)},
+    ]
+    questions = pl.DataFrame({"qid": QIDS})
+    return {"sources": sources, "questions": questions, "dense": dense, "bm25": bm25}
+
+
+def test_benchmark_seconds_reads_the_mean_of_column_s(tmp_path):
+    (tmp_path / "b.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n4.0\t0:00:04\n")
+    assert cost.benchmark_seconds(tmp_path / "b.tsv") == 3.0
+    with pytest.raises(InputError, match="benchmark file .*missing.tsv does not exist"):
+        cost.benchmark_seconds(tmp_path / "missing.tsv")
+
+
+def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
+    table = conform(cost.ledger(study_a["sources"], study_a["questions"], "demo"), COST_LEDGER)
+    assert table.group_by("stage", "component").len()["len"].to_list() == [4] * 8
+    dense = table.filter(pl.col("stage") == "retrieve_dense")
+    assert dense["seconds"].to_list() == [2.0] * 4 and set(dense["basis"]) == {"job_even"} and dense["retrieval_calls"].sum() == 4
+    rerank = table.filter(pl.col("stage") == "rerank")
+    assert rerank["seconds"].to_list() == [6.0] * 4 and rerank["rerank_pairs"].to_list() == [3] * 4
+    answers = table.filter((pl.col("stage") == "generate_answers") & (pl.col("component") == "hybrid"))
+    assert answers["seconds"].to_list() == [3.0] * 4 and set(answers["basis"]) == {"item"}
+    assert answers["job_seconds"].to_list() == [20.0] * 4 and answers["prompt_tokens"].to_list() == [100] * 4
+    assert set(answers["device"]) == {"cpu"}
+    # job_even shares add up to the job's measured seconds
+    for (stage, component), rows in table.filter(pl.col("basis") == "job_even").group_by("stage", "component"):
+        assert rows["seconds"].sum() == pytest.approx(rows["job_seconds"][0])
+
+
+def test_ledger_refuses_rows_for_unknown_questions(study_a):
+    with pytest.raises(InputError, match="not in the questions table"):
+        cost.ledger(study_a["sources"], pl.DataFrame({"qid": QIDS[:2]}), "demo")
+
+
+def routed(triggered):
+    rows = [{"qid": q, "router": router, "score": float(i), "triggered": fired, "metric_on": 1.0, "metric_off": 0.0,
+             "delta": 1.0, "split": "heldout"} for router, fires in triggered.items() for i, (q, fired) in enumerate(zip(QIDS, fires))]
+    return pl.DataFrame(rows)
+
+
+def costs_for(study_a):
+    table = cost.priced(cost.ledger(study_a["sources"], study_a["questions"], "demo"), PRICES)
+    sets = cost.candidate_sets(ARMS, ["keep", "hybrid"], {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]})
+    return cost.Costs(table, pl.Series(QIDS), sets)
+
+
+def test_hybrid_trigger_reusing_keep_pays_bm25_new_pairs_and_fusion_only(study_a):
+    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    reuse = cost.reuse_costs(plan, costs_for(study_a))
+    by_mode = reuse.group_by("mode").agg(pl.col("seconds").sum(), pl.col("rerank_pairs").sum()).sort("mode")
+    # reuse: bm25 1 s + 1 new pair × 2 s + fusion 0.5 s; recompute: bm25 1 + dense 2 + 2 pairs × 2 + fusion 0.5
+    assert by_mode.rows() == [("recompute", 7.5, 2.0), ("reuse", 3.5, 1.0)]
+    assert set(reuse.filter(pl.col("mode") == "reuse")["stage"]) == {"retrieve_bm25", "rerank", "run_arm"}
+
+
+def test_policy_cost_splits_pre_decision_and_trigger_cost(study_a):
+    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    families = {"ridge": frozenset({"base_arm"}), "never": frozenset()}
+    table = cost.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False], "never": [False] * 4}), families)
+    seconds = {(row["router"], row["component"]): row["seconds"] for row in table.iter_rows(named=True)}
+    keep_retrieval = 2.0 + 2 * 2.0 + 0.5  # dense share, Keep's 2 candidate pairs, fusion share
+    assert seconds[("never", "pre_decision")] == pytest.approx(keep_retrieval)
+    assert seconds[("ridge", "pre_decision")] == pytest.approx(keep_retrieval + 0.25)  # + the feature job share
+    assert seconds[("ridge", "base_answer")] == pytest.approx(0.5 * 1.0)
+    assert seconds[("ridge", "trigger_retrieval")] == pytest.approx(0.5 * 3.5)
+    assert seconds[("ridge", "trigger_generation")] == pytest.approx(0.5 * 3.0)
+    assert seconds[("never", "trigger_generation")] == 0.0
+
+
+def test_equal_usage_different_cost_across_trigger_families(tmp_path):
+    """Study B: an uncertainty router pays the closed-book answer first; a query-only router does not."""
+    arms = {"bm25": {"first_stage": "bm25", "candidates": 2, "keep": 2, "scope": "group"}}
+    pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "run.parquet")
+    pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "features.parquet")
+    sources = [
+        {"stage": "retrieve_bm25", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmark": bench(tmp_path / "b.tsv", 4.0)},
+        {"stage": "run_arm", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmark": bench(tmp_path / "a.tsv", 0.0)},
+        {"stage": "route_features", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmark": bench(tmp_path / "f.tsv", 0.4)},
+        {"stage": "generate_answers", "component": "closed_book",
+         "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "benchmark": bench(tmp_path / "g1.tsv", 9.0)},
+        {"stage": "generate_answers", "component": "bm25",
+         "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmark": bench(tmp_path / "g2.tsv", 9.0)},
+    ]
+    table = cost.priced(cost.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
+    plan = cost.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True)
+    families = {"entropy": frozenset({"uncertainty"}), "query": frozenset({"query_only"})}
+    fires = [True, False, True, False]
+    policies = cost.policy_costs(plan, cost.Costs(table, pl.Series(QIDS), {}), routed({"entropy": fires, "query": fires}), families)
+    totals = policies.group_by("router").agg(pl.col("usage").first(), pl.col("seconds").sum(), pl.col("token_equivalents").sum()).sort("router")
+    assert totals["usage"].to_list() == [0.5, 0.5]
+    # entropy: closed-book answer always (2) + half × (retrieval 1 + answer 5) + features 0.1 = 5.1
+    # query: features 0.1 + half × closed-book 2 + half × (1 + 5) = 4.1
+    assert totals["seconds"].to_list() == pytest.approx([5.1, 4.1])
+    assert totals["token_equivalents"][0] > totals["token_equivalents"][1]
+
+
+def test_route_costs_name_the_fix_when_a_policy_was_not_answered(study_a):
+    sources = [source for source in study_a["sources"] if source["component"] != "hybrid" or source["stage"] != "generate_answers"]
+    table = cost.priced(cost.ledger(sources, study_a["questions"], "demo"), PRICES)
+    costs = cost.Costs(table, pl.Series(QIDS), {})
+    with pytest.raises(InputError, match="no measured 'generate_answers' cost for 'hybrid'.*generation.policies"):
+        costs.total([("stage", "generate_answers", "hybrid")])
+
+
+def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
+    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    table = routed({"ridge": [True, True, False, False]})
+    scored = pl.concat([table, table.with_columns(pl.lit("calibration").alias("split"), (pl.col("qid") + "c").alias("qid"))])
+    frontiers = pl.DataFrame({"router": ["ridge"] * 2, "frontier": ["exact"] * 2, "budget": [0.5, 0.99], "usage": [0.5, 0.75],
+                              "accuracy": [0.5, 0.75]})
+    points = cost.cost_frontiers(plan, costs_for(study_a), scored, frontiers, {"ridge": frozenset({"base_arm"})},
+                                 {"grid": [0.5, 0.99], "delta": 0.05}).sort("budget")
+    off = 6.5 + 0.25 + 1.0
+    on = 6.5 + 0.25 + 3.5 + 3.0
+    # exact at 0.5 fires on 2 of 4, at 0.99 on 3 of 4 (⌊0.99 × 4⌋)
+    assert points["seconds"].to_list() == pytest.approx([(2 * on + 2 * off) / 4, (3 * on + off) / 4])
+    assert points["usage"].to_list() == [0.5, 0.75]
+
+
+def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
+    from workflow_scripts.routers import ARTIFACT_FORMAT
+
+    def artifact(name, router, features):
+        path = tmp_path / name
+        path.write_text(json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}))
+        return str(path)
+
+    families = cost.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
+    assert families == {"ridge": frozenset({"base_arm", "query_only"}), "never": frozenset()}
+    with pytest.raises(InputError, match="router 'odd' reads features \\['mystery'\\]"):
+        cost.router_families([artifact("c.json", "odd", ["mystery"])])
+
+
+def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
+    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    table = routed({"ridge": [True, True, False, False]})
+    stale = pl.DataFrame({"router": ["ridge"], "frontier": ["exact"], "budget": [0.5], "usage": [0.25], "accuracy": [0.5]})
+    with pytest.raises(InputError, match="frontiers.parquet does not match.*rerun route_frontiers"):
+        cost.cost_frontiers(plan, costs_for(study_a), table.vstack(table.with_columns(pl.lit("calibration").alias("split"))),
+                            stale, {"ridge": frozenset({"base_arm"})}, {"grid": [0.5], "delta": 0.05})
