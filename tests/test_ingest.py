@@ -59,3 +59,11 @@ def test_cacm_qrels_with_unpadded_ids_are_counted(shared_data):
     })
     # Anserini's CACM qrels name 55 documents below 1000 without zero padding (CACM-756 for CACM-0756).
     assert ingested.counts["qrels_unknown_units"] == 55 and ingested.qrels.height == 796
+
+
+def test_corpus_only_formats_need_no_questions_but_others_do(tmp_path, shared_data):
+    path = shared_data / "arxiv-metadata-sample" / "arxiv-metadata-oai-snapshot.first200.jsonl"
+    corpus = load_dataset("arxiv", {"format": "arxiv_metadata", "path": str(path)})
+    assert corpus.units.height > 0 and corpus.questions.is_empty()  # Study C writes its queries later
+    with pytest.raises(InputError, match="no questions"):
+        ingest(tmp_path, {"p1": paper("p1", ["Some text."], [])})

@@ -7,6 +7,9 @@ Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contract
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
 - duplicate unit ids or question ids stop the run with an error listing a few of them;
+- an empty corpus, or an empty question set of a format that has questions (not the corpus-only formats
+  `registry.CORPUS_ONLY`), stops the run, and so does an id that is empty or contains whitespace or
+  control characters (tab, newline: run files and TREC files separate their fields by whitespace);
 - qrels naming unknown units or questions are kept (they are real judgments: recall counts them) and counted
   as warnings (`qrels_unknown_units`, `qrels_unknown_questions`).
 """
@@ -14,12 +17,13 @@ Shared clean-up after every adapter:
 
 import json
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
 from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.registry import adapter_for
+from workflow_scripts.adapters.registry import CORPUS_ONLY, adapter_for
 from workflow_scripts.contracts import QRELS, QUESTIONS, UNITS, ContractError, conform, write_json_atomic, write_table
 from workflow_scripts.errors import InputError
 from workflow_scripts.runtime import run_job
@@ -31,9 +35,38 @@ def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
     """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks."""
     loader, _ = adapter_for(dataset, spec.get("format", ""))
     try:
-        return clean(loader(spec, dataset))
+        ingested = clean(loader(spec, dataset))
     except ContractError as error:
         raise InputError(f"datasets.{dataset} ({spec['format']}): {error}") from None
+    check_usable(dataset, spec, ingested)
+    return ingested
+
+
+def bad_ids(values: pl.Series) -> list[str]:
+    """Ids that are empty or hold whitespace / control characters (a few, in their escaped form)."""
+    bad = values.filter((values == "") | values.str.contains(r"[\s\x00-\x1f\x7f]"))
+    return [repr(value) for value in bad.unique(maintain_order=True).head(3).to_list()]
+
+
+def check_usable(dataset: str, spec: Mapping[str, Any], ingested: Ingested) -> None:
+    """An InputError naming the dataset and its files when the tables cannot be retrieved over or evaluated."""
+    files = ", ".join(str(spec[key]) for key in adapter_for(dataset, spec["format"])[1])
+    where = f"datasets.{dataset} ({spec['format']}: {files})"
+    if ingested.units.is_empty():
+        raise InputError(f"{where}: no units with text: the corpus is empty (or every document's text is blank)")
+    if ingested.questions.is_empty() and spec["format"] not in CORPUS_ONLY:
+        raise InputError(f"{where}: no questions: the question / query file holds no records")
+    problems = [
+        f"{column} {', '.join(examples)}"
+        for table, column in ((ingested.units, "unit_id"), (ingested.questions, "qid"), (ingested.qrels, "qid"),
+                              (ingested.qrels, "unit_id"))
+        if (examples := bad_ids(table[column]))
+    ]
+    if problems:
+        raise InputError(
+            f"{where}: ids must be non-empty and free of whitespace and control characters (run and TREC files "
+            f"separate fields by whitespace); offending {'; '.join(dict.fromkeys(problems))}. Fix the ids in the source"
+        )
 
 
 def clean(ingested: Ingested) -> Ingested:

@@ -23,6 +23,10 @@ ADAPTERS: dict[str, tuple[Loader, tuple[str, ...]]] = {
 }
 
 
+# Formats that carry a corpus only: their questions come from a later stage (Study C's synthetic queries).
+CORPUS_ONLY = frozenset({"unarxive", "arxiv_metadata"})
+
+
 def adapter_for(dataset: str, format_name: str) -> tuple[Loader, tuple[str, ...]]:
     """The (loader, file keys) pair for `format_name`, or an InputError naming the dataset key."""
     try:
