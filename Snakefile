@@ -13,6 +13,13 @@ include: "rules/ingest.smk"
 include: "rules/retrieve.smk"
 include: "rules/route.smk"
 include: "rules/answer.smk"
+include: "rules/review.smk"
+include: "rules/report.smk"
+include: "rules/study_c.smk"
+
+
+onstart:
+    remove_partial_files()
 
 
 rule all:

@@ -6,20 +6,20 @@ import json
 import polars as pl
 import pytest
 import yaml
+from workflow_helpers import finished_demo, make_workdir, planned_jobs, snakemake
 
-from workflow_helpers import make_workdir, planned_jobs, snakemake
 from workflow_scripts.contracts import CONTRACTS, read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
 ROUTING_JOBS = {"route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1}
-ANSWER_JOBS = {"generate_answers": 2, "judge_answers": 2, "answer_summary": 1}
+ANSWER_JOBS = {"generate_answers": 2, "judge_answers": 2, "answer_summary": 1, "review_export": 1}
+# rules/report.smk: the cost ledger reads every stage's outputs and benchmarks; the rest reads routing and prices
+REPORT_JOBS = {"cost_ledger": 1, "route_costs": 1, "report_figures": 1, "summary": 1}
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    work = make_workdir(tmp_path_factory.mktemp("demo"))
-    snakemake(work)
-    return work
+    return finished_demo(tmp_path_factory.mktemp("demo"))
 
 
 def test_demo_produces_every_canonical_table(finished_run):
@@ -77,6 +77,10 @@ def test_demo_answers_and_judges_every_policy(finished_run):
             assert set(judged["item_id"]) <= heldout and set(judged["status"]) <= {"ok", "parse_failed", "error"}
     summary = pl.read_csv(answers / "summary.csv")
     assert summary["policy"].to_list() == ["keep", "hybrid"]
+    for judge, labels in (("study_a", ["correctness", "faithfulness"]), ("study_c", ["accuracy", "completeness"])):
+        sheet = pl.read_csv(finished_run / "results" / "demo" / "review" / f"{judge}_sample.csv", infer_schema=False)
+        assert sheet.columns[:5] == ["item_id", "question", "answer", "references", "evidence"]
+        assert [f"human_{label}" for label in labels] == sheet.columns[5:7]
 
 
 def test_second_run_has_nothing_to_do(finished_run):
@@ -88,7 +92,7 @@ def test_changing_the_split_seed_reruns_only_splits(finished_run):
     config["splits"]["seed"] = config["splits"]["seed"] + 1
     (finished_run / "seed.yaml").write_text(yaml.safe_dump({"splits": config["splits"]}))
     assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {
-        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS, **ANSWER_JOBS
+        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS, **ANSWER_JOBS, **REPORT_JOBS
     }
 
 
@@ -97,13 +101,15 @@ def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
     (finished_run / "k1.yaml").write_text(yaml.safe_dump({"retrieval": {"bm25": {"k1": 1.2}}}))
     assert planned_jobs(finished_run, "--configfile", "k1.yaml") == {
         "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1,
-        **ROUTING_JOBS, **ANSWER_JOBS,
+        **ROUTING_JOBS, **ANSWER_JOBS, **REPORT_JOBS,
     }
 
 
 def test_changing_the_budget_grid_reruns_only_frontiers(finished_run):
     (finished_run / "grid.yaml").write_text(yaml.safe_dump({"budgets": {"grid": [0.25, 0.5]}}))
-    assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {"all": 1, "route_frontiers": 1}
+    assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {
+        "all": 1, "route_frontiers": 1, "route_costs": 1, "report_figures": 1, "summary": 1
+    }
 
 
 def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
@@ -112,7 +118,7 @@ def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
     assert planned_jobs(finished_run) == {
         "all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "retrieve_bm25": 1,
         "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS,
-        **ANSWER_JOBS,
+        **ANSWER_JOBS, **REPORT_JOBS,
     }
 
 

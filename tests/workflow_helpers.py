@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import PROJECT_ROOT
 
-COPIED = ("Snakefile", "rules", "envs", "config.yaml", "data", "profiles")
+COPIED = ("Snakefile", "rules", "envs", "config.yaml", "data", "profiles", "report")
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # Model conversions, embeddings and reranker scores are content-addressed, so every test workdir may share them:
 # the first run pays for them once per machine, later runs reuse them (a changed input is still recomputed).
@@ -38,6 +37,13 @@ def make_workdir(tmp_path: Path, config_overrides: dict | None = None) -> Path:
         config = yaml.safe_load((work / "config.yaml").read_text())
         config.update(config_overrides)
         (work / "config.yaml").write_text(yaml.safe_dump(config))
+    return work
+
+
+def finished_demo(tmp_path: Path) -> Path:
+    """A workdir in tmp_path where the default experiment (the demo) has run to the end."""
+    work = make_workdir(tmp_path)
+    snakemake(work)
     return work
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -159,6 +159,15 @@ UNIT_VECTORS = Contract(
         "vector": Column(pl.List(pl.Float32()), doc="L2-normalized embedding (cosine = inner product)"),
     },
     key=("unit_id",),
+)
+
+QUESTION_VECTORS = Contract(
+    name="question_vectors",
+    columns={
+        "qid": Column(pl.String(), doc="in the questions table's row order"),
+        "vector": Column(pl.List(pl.Float32()), doc="L2-normalized embedding by the units' embedder"),
+    },
+    key=("qid",),
 )
 
 RERANK_SCORES = Contract(
@@ -304,7 +313,7 @@ KEEP_FEATURE_NAMES = (
 )
 QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
 QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
-UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob")
+UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob", "unc_seq_logprob")
 PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
 
 FEATURE_FAMILY = {
@@ -416,13 +425,139 @@ COMPARISONS = Contract(
 )
 
 
+# --- Measured cost (cost.py): the per-query ledger and what each routing policy costs
+
+COST_STAGES = frozenset({
+    "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
+})
+COST_BASES = frozenset({"item", "job_even"})
+
+COST_LEDGER = Contract(
+    name="cost_ledger",
+    columns={
+        "dataset": Column(pl.String()),
+        "qid": Column(pl.String()),
+        "stage": Column(pl.String(), doc="the rule that did the work (see COST_STAGES)"),
+        "component": Column(pl.String(), doc="which instance: scope, reranker, arm, pair or policy"),
+        "seconds": Column(pl.Float64(), doc="measured wall seconds attributed to this query"),
+        "basis": Column(pl.String(), doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
+                                         "seconds divided evenly over its items"),
+        "job_seconds": Column(pl.Float64(), doc="wall seconds of the whole job (Snakemake benchmark file)"),
+        "job_items": Column(pl.Int64(), doc="items the job processed (queries, pairs or requests)"),
+        "items": Column(pl.Int64(), doc="items of this query in the job"),
+        "device": Column(pl.String(), doc="cpu, cuda, ... or a server's base URL"),
+        "prompt_tokens": Column(pl.Int64(), nullable=True, doc="LLM prompt tokens (null: not an LLM stage or not recorded)"),
+        "completion_tokens": Column(pl.Int64(), nullable=True),
+        "retrieval_calls": Column(pl.Int64(), doc="first-stage searches made for this query"),
+        "llm_calls": Column(pl.Int64(), doc="LLM generation calls made for this query (re-asks included)"),
+        "rerank_pairs": Column(pl.Int64(), doc="(query, unit) pairs scored by a reranker"),
+    },
+    key=("qid", "stage", "component"),
+    enums={"stage": COST_STAGES, "basis": COST_BASES},
+)
+
+POLICY_COSTS = Contract(
+    name="policy_costs",
+    columns={
+        "router": Column(pl.String()),
+        "families": Column(pl.String(), doc="feature families the router reads, '+'-joined ('' for none)"),
+        "component": Column(pl.String(), doc="pre_decision | base_answer | trigger_retrieval | trigger_generation"),
+        "usage": Column(pl.Float64(), doc="held-out trigger rate of the frozen router"),
+        "accuracy": Column(pl.Float64(), doc="held-out mean metric of the adaptive policy"),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query spent in this component"),
+        "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query (costs.prices)"),
+    },
+    key=("router", "component"),
+    enums={"component": frozenset({"pre_decision", "base_answer", "trigger_retrieval", "trigger_generation"})},
+)
+
+COST_FRONTIERS = Contract(
+    name="cost_frontiers",
+    columns={
+        "router": Column(pl.String()),
+        "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
+        "budget": Column(pl.Float64()),
+        "usage": Column(pl.Float64(), doc="realized held-out usage (frontiers.parquet)"),
+        "accuracy": Column(pl.Float64(), doc="held-out mean metric (frontiers.parquet)"),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query under the same triggers"),
+        "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query"),
+    },
+    key=("router", "frontier", "budget"),
+    enums={"frontier": frozenset({"exact", *RULES})},
+)
+
+REUSE_COSTS = Contract(
+    name="reuse_costs",
+    columns={
+        "mode": Column(pl.String(), doc="reuse (the base arm's rankings and rerank scores are reused) | recompute"),
+        "stage": Column(pl.String(), doc="the triggered arm's stage (COST_STAGES)"),
+        "component": Column(pl.String()),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query of triggering the arm"),
+        "token_equivalents": Column(pl.Float64()),
+        "rerank_pairs": Column(pl.Float64(), doc="mean pairs the trigger sends to the reranker"),
+    },
+    key=("mode", "stage", "component"),
+    enums={"mode": frozenset({"reuse", "recompute"})},
+)
+
+
+# --- Study C (synthetic.py, strategies.py, study_c.py): synthetic queries, strategy runs, answers with costs
+
+QUERY_TYPES = frozenset({"problem", "method"})
+
+STUDY_C_QUERIES = Contract(
+    name="study_c_queries",
+    columns={
+        "qid": Column(pl.String(), doc="<paper id>:<query type>"),
+        "paper_id": Column(pl.String(), doc="the source paper: the gold target (a unit_id of the corpus)"),
+        "query_type": Column(pl.String(), doc="problem | method"),
+        "text": Column(pl.String(), doc="the generated query (never empty)"),
+    },
+    key=("qid",),
+    enums={"query_type": QUERY_TYPES},
+)
+
+STUDY_C_RUNS = Contract(
+    name="study_c_runs",
+    columns={
+        "qid": Column(pl.String()),
+        "strategy": Column(pl.String()),
+        "docid": Column(pl.String(), doc="a paper id (unit_id of the corpus)"),
+        "rank": Column(pl.Int32(), doc="1-based; the top-k given to the generator"),
+        "score": Column(pl.Float64(), doc="the score the final order follows (cosine, MaxSim, RRF or listwise rank)"),
+    },
+    key=("qid", "docid"),
+)
+
+STUDY_C_ANSWERS = Contract(
+    name="study_c_answers",
+    columns={
+        "qid": Column(pl.String()),
+        "strategy": Column(pl.String()),
+        "searched": Column(pl.Boolean(), doc="the strategy retrieved for this query (false: Tool Call chose not to)"),
+        "search_queries": Column(pl.List(pl.String()), doc="the texts actually searched, in order"),
+        "fallback": Column(pl.String(), nullable=True, doc="why the strategy fell back (null: it did not)"),
+        "answer": Column(pl.String(), nullable=True, doc="the generated answer (null when its call failed)"),
+        "answer_status": Column(pl.String(), doc="ok | error"),
+        "answer_error": Column(pl.String(), nullable=True),
+        "llm_calls": Column(pl.Int32(), doc="LLM calls for this query, the answer included"),
+        "prompt_tokens": Column(pl.Int64()),
+        "completion_tokens": Column(pl.Int64()),
+        "llm_seconds": Column(pl.Float64(), doc="measured LLM seconds (batch time apportioned by tokens)"),
+        "retrieval_seconds": Column(pl.Float64(), doc="measured search seconds (batch time split evenly)"),
+    },
+    key=("qid",),
+    enums={"answer_status": frozenset({"ok", "error"})},
+)
+
+
 # --- The registry: every contract above, by table name
 
 CONTRACTS = {
     contract.name: contract
     for contract in (
         UNITS, QUESTIONS, QRELS, SPLITS,
-        RANKING, RUNS, UNIT_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
+        RANKING, RUNS, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
         LLM_CACHE, GENERATIONS,
         JUDGMENTS_C, JUDGMENTS_A,
         LABELS,
@@ -430,6 +565,8 @@ CONTRACTS = {
         OOF_SCORES, ROUTED,
         FRONTIERS, AUDIT,
         COMPARISONS,
+        COST_LEDGER, POLICY_COSTS, COST_FRONTIERS, REUSE_COSTS,
+        STUDY_C_QUERIES, STUDY_C_RUNS, STUDY_C_ANSWERS,
     )
 }
 
