@@ -352,6 +352,23 @@ def route_cost_rankings(wildcards):
     return rankings
 
 
+def measured_cost_inputs(wildcards):
+    """route_fit's extra inputs when routing.measured_cost prices a trigger: the cost ledger and the rankings
+    that give each reranked arm its candidates (none with the abstract routing.cost_per_trigger)."""
+    if not config["routing"].get("measured_cost"):
+        return {}
+    return {"ledger": f"results/{wildcards.dataset}/cost/ledger.parquet", **route_cost_rankings(wildcards)}
+
+
+def measured_cost_settings(wildcards):
+    """What cost.measured_costs reads besides the ledger, or None with the abstract cost (so that prices stay
+    out of route_fit's parameters, and changing one reruns only report-level jobs)."""
+    if not config["routing"].get("measured_cost"):
+        return None
+    return {"pair": route_pair(wildcards), "arms": config["arms"], "reuse": config["costs"]["reuse"],
+            "prices": config["costs"]["prices"], "rankings": route_cost_rankings(wildcards)}
+
+
 def report_targets(dataset):
     """The dataset's ledger, and per costed pair its cost tables and figures."""
     pairs = cost_pairs(dataset)

@@ -41,6 +41,7 @@ rule route_features:
 
 rule route_fit:
     input:
+        unpack(measured_cost_inputs),
         labels="results/{dataset}/routing/{pair}/labels.parquet",
         features="results/{dataset}/routing/{pair}/features.parquet",
         splits="results/{dataset}/splits.parquet",
@@ -51,6 +52,7 @@ rule route_fit:
     params:
         routing=config["routing"],
         routers=config["routing"]["routers"],
+        measured=measured_cost_settings,
     log:
         "results/logs/route_fit/{dataset}_{pair}.log",
     benchmark:

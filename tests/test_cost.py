@@ -199,3 +199,53 @@ def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
     with pytest.raises(InputError, match="frontiers.parquet does not match.*rerun route_frontiers"):
         cost.cost_frontiers(plan, costs_for(study_a), table.vstack(table.with_columns(pl.lit("calibration").alias("split"))),
                             stale, {"ridge": frozenset({"base_arm"})}, {"grid": [0.5], "delta": 0.05})
+
+
+def test_trigger_cost_is_what_firing_adds(study_a):
+    costs = costs_for(study_a)
+    arm_pair = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    # Study A: Hybrid's retrieval beyond Keep's (bm25 1 s + 1 new pair × 2 s + fusion 0.5 s); answers cancel out
+    assert cost.trigger_cost(arm_pair, costs, frozenset({"base_arm"}))["seconds"].to_list() == [3.5] * 4
+    # Study B: the fixture's "keep" answers stand in for the closed-book ones (base closed_book is no arm)
+    table = costs.table.with_columns(
+        pl.when((pl.col("stage") == "generate_answers") & (pl.col("component") == "keep"))
+        .then(pl.lit("closed_book")).otherwise(pl.col("component")).alias("component"))
+    closed_book = cost.Costs(table, pl.Series(QIDS), costs.candidate_sets)
+    retrieval_pair = cost.PairPlan("retrieve", {"base": "closed_book", "alternative": "hybrid"}, ARMS, reuse=True)
+    added = cost.trigger_cost(retrieval_pair, closed_book, frozenset({"query_only"}))["seconds"].to_list()
+    assert added == [pytest.approx(7.5 + 3.0 - 1.0)] * 4  # Hybrid's whole retrieval + its answer − the closed-book one
+    uncertain = cost.trigger_cost(retrieval_pair, closed_book, frozenset({"uncertainty"}))["seconds"].to_list()
+    assert uncertain == [pytest.approx(7.5 + 3.0)] * 4  # the closed-book answer is paid before deciding anyway
+
+
+def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
+    from types import SimpleNamespace
+
+    from workflow_scripts.contracts import SPLITS
+    from workflow_scripts.route import fit_rule
+    from workflow_scripts.routers import read_artifact
+
+    table = cost.ledger(study_a["sources"], study_a["questions"], "demo")
+    table.write_parquet(tmp_path / "ledger.parquet")
+    write_table(pl.DataFrame({"qid": QIDS, "group_id": ["p1", "p1", "p2", "p3"], "split": "dev"}),
+                tmp_path / "splits.parquet", SPLITS)
+    pl.DataFrame({"qid": QIDS, "metric_off": 0.0, "metric_on": [1.0, 0.0, 1.0, 0.0], "delta": [1.0, 0.0, 1.0, 0.0],
+                  "outcome": ["rescue", "tie", "rescue", "tie"]}).write_parquet(tmp_path / "labels.parquet")
+    routers = {"ridge": {"kind": "ridge", "alpha": 20}, "always": {"kind": "always"}}
+    frozen = [str(tmp_path / f"{name}.json") for name in sorted(routers)]
+    settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
+    measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
+                "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}}
+    smk = SimpleNamespace(
+        input=SimpleNamespace(labels=tmp_path / "labels.parquet", features=study_a["sources"][5]["tables"][0],
+                              splits=tmp_path / "splits.parquet", ledger=str(tmp_path / "ledger.parquet")),
+        output=SimpleNamespace(oof=tmp_path / "oof.parquet", thresholds=tmp_path / "thresholds.csv", frozen=frozen),
+        params=SimpleNamespace(routing=settings, routers=routers, measured=measured),
+        wildcards=SimpleNamespace(pair="keep_vs_hybrid"),
+    )
+    fit_rule(smk)
+    for name in routers:
+        metadata = read_artifact((tmp_path / f"{name}.json").read_bytes())["metadata"]
+        assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
+        assert metadata["cost_basis"] == "measured: 3.5 seconds per trigger on dev"
+    assert pl.read_csv(tmp_path / "thresholds.csv")["cost_per_trigger"].to_list() == [pytest.approx(0.35)] * 2

@@ -209,8 +209,8 @@ class Costs:
         found = pl.DataFrame({"qid": self.qids}).join(rows, on="qid", how="left")
         missing = found.filter(pl.col("seconds").is_null())
         if missing.height:
-            raise InputError(f"route costs: no measured '{stage}' cost for '{component}' on {missing.height} held-out "
-                             f"questions (e.g. {missing['qid'][0]!r}); {fix}")
+            raise InputError(f"route costs: no measured '{stage}' cost for '{component}' on {missing.height} of the "
+                             f"questions costed (e.g. {missing['qid'][0]!r}); {fix}")
         return found.select("qid", "seconds", "token_equivalents", pl.col("rerank_pairs").cast(pl.Float64))
 
     def pairs(self, arm: str, reranker: str, reused_from: str | None) -> pl.DataFrame:
@@ -287,6 +287,32 @@ class PairPlan:
         return [("stage", "generate_answers", self.alternative)]
 
 
+def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.DataFrame:
+    """qid, seconds, token_equivalents that firing adds over not firing, for a router reading `families`.
+
+    Arm pairs (Study A): the alternative arm's retrieval (minus what the base arm already paid, with costs.reuse);
+    both sides are answered, so generation cancels out. Study B: retrieval plus the answer with evidence, minus the
+    closed-book answer (which uncertainty routers pay before deciding anyway)."""
+    fired = plan.trigger_retrieval(families)
+    saved: list[tuple] = []
+    if not plan.base_is_arm:
+        fired, saved = fired + plan.trigger_generation(), plan.base_answer(families)
+    on, off = costs.total(fired), costs.total(saved)
+    return on.join(off, on="qid", suffix="_off").select(
+        "qid", (pl.col("seconds") - pl.col("seconds_off")).alias("seconds"),
+        (pl.col("token_equivalents") - pl.col("token_equivalents_off")).alias("token_equivalents"))
+
+
+def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
+    """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, the arms,
+    costs.reuse, costs.prices and the rankings of its reranked arms ('<method>_<scope>' → file)."""
+    pair, arms = settings["pair"], settings["arms"]
+    plan = PairPlan(pair_name, pair, arms, settings["reuse"])
+    table = priced(pl.read_parquet(ledger), settings["prices"])
+    pools = candidate_sets(arms, [pair["base"], pair["alternative"]], settings["rankings"])
+    return plan, Costs(table, qids.unique(), pools)
+
+
 def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: Mapping[str, frozenset[str]]) -> pl.DataFrame:
     """POLICY_COSTS rows: each router's frozen policy on held-out, cost by component (mean per query)."""
     rows = []
@@ -360,13 +386,11 @@ def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], 
 
 
 def route_costs_rule(smk: Any) -> None:
-    pair = smk.params.pair
-    arms = smk.params.arms
     routed = pl.read_parquet(smk.input.routed)
     heldout = routed.filter(pl.col("split") == "heldout")
-    plan = PairPlan(smk.wildcards.pair, pair, arms, smk.params.reuse)
-    table = priced(pl.read_parquet(smk.input.ledger), smk.params.prices)
-    costs = Costs(table, heldout["qid"].unique(), candidate_sets(arms, [pair["base"], pair["alternative"]], smk.params.rankings))
+    settings = {"pair": smk.params.pair, "arms": smk.params.arms, "reuse": smk.params.reuse,
+                "prices": smk.params.prices, "rankings": smk.params.rankings}
+    plan, costs = measured_costs(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
     families = router_families(list(smk.input.frozen))
     policies = write_table(policy_costs(plan, costs, heldout, families), smk.output.policies, POLICY_COSTS)
     write_text_atomic(policies.write_csv(float_precision=6), smk.output.policies_csv)

@@ -14,10 +14,12 @@ Out (results/<dataset>/routing/<pair>/):
 - features.parquet    the configured feature families per question (`features`);
 - oof_scores.parquet  out-of-fold dev scores per router (grouped K-fold by paper/context);
 - frozen/<router>.json  model, feature scaling and threshold fitted on dev only — the only thing later rules read
-                      of a router; thresholds.csv the dev sweep (threshold, utility, trigger rate) per router;
+                      of a router; thresholds.csv the dev sweep (cost per trigger, threshold, utility, trigger
+                      rate) per router. The sweep's c is routing.cost_per_trigger, or with routing.measured_cost the
+                      router's measured extra cost of one trigger on dev (cost ledger) × per_unit;
 - routed.parquet      every calibration and held-out question scored by each frozen router;
 - policies.csv        held-out hit rates of off, always-on and each adaptive router, trigger rate, rescues, harms,
-                      utility = mean(metric − c × triggered); comparisons.csv bootstrap-over-groups CIs of
+                      utility = mean(metric − c × triggered) with the router's frozen c; comparisons.csv bootstrap-over-groups CIs of
                       adaptive − always-on and adaptive − off with win / tie / loss;
 - frontiers.parquet   exact / deployable / conservative frontiers per router over the budget grid (calibration
                       split → held-out); audit.parquet the calibration audit over repeated grouped splits.
@@ -33,6 +35,7 @@ import polars as pl
 
 from workflow_scripts import features as feature_sets
 from workflow_scripts.contracts import (
+    FEATURE_FAMILY,
     GENERATIONS,
     LABELS,
     QUESTIONS,
@@ -45,6 +48,7 @@ from workflow_scripts.contracts import (
     write_table,
     write_text_atomic,
 )
+from workflow_scripts.cost import measured_costs, trigger_cost
 from workflow_scripts.errors import InputError
 from workflow_scripts.frontiers import calibration_audit, frontier_table
 from workflow_scripts.labels import answer_correctness, arm_labels, is_retrieval_pair, outcome_summary, retrieval_labels
@@ -58,6 +62,7 @@ from workflow_scripts.routers import (
     frozen_features,
     make_router,
     out_of_fold_scores,
+    read_artifact,
 )
 from workflow_scripts.runtime import run_job
 from workflow_scripts.stats import compare_policies
@@ -149,6 +154,19 @@ def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, 
     return {name: by_name[name] for name in routers}
 
 
+def cost_per_trigger(smk: Any, spec: Any, dev_qids: pl.Series) -> tuple[float, str]:
+    """c of the utility sweep and how it was set: routing.cost_per_trigger (an abstract unit), or with
+    routing.measured_cost the mean measured extra cost of one trigger on dev (cost.trigger_cost for this router's
+    feature families) times `per_unit`, the utility one unit of that cost is worth."""
+    measured = smk.params.routing.get("measured_cost")
+    if not measured:
+        return float(smk.params.routing["cost_per_trigger"]), "abstract"
+    plan, costs = measured_costs(smk.wildcards.pair, smk.params.measured, smk.input.ledger, dev_qids)
+    families = frozenset(FEATURE_FAMILY[feature] for feature in spec.features)
+    mean = float(trigger_cost(plan, costs, families)[measured["unit"]].mean())
+    return measured["per_unit"] * mean, f"measured: {mean:.6g} {measured['unit']} per trigger on dev"
+
+
 def fit_rule(smk: Any) -> None:
     """Dev split only: out-of-fold scores, the utility sweep, then the model refitted on all dev and frozen."""
     settings = smk.params.routing
@@ -164,13 +182,14 @@ def fit_rule(smk: Any) -> None:
         oof = out_of_fold_scores(features.select("qid", *spec.features), labels, labels, spec,
                                  settings["n_splits"], settings["seed"])
         oof = oof.join(labels.select("qid", "metric_on", "metric_off"), on="qid").sort("qid")
-        choice = choose_threshold(spec, oof["score"], oof["metric_on"], oof["metric_off"], settings["cost_per_trigger"])
+        cost, basis = cost_per_trigger(smk, spec, labels["qid"])
+        choice = choose_threshold(spec, oof["score"], oof["metric_on"], oof["metric_off"], cost)
         model = fit_router(spec, features.select("qid", *spec.features), labels["delta"].to_numpy(), settings["seed"])
         metadata = {"pair": smk.wildcards.pair, "dev_questions": labels.height, "dev_utility": choice.utility,
-                    "dev_trigger_rate": choice.trigger_rate, "cost_per_trigger": settings["cost_per_trigger"]}
+                    "dev_trigger_rate": choice.trigger_rate, "cost_per_trigger": cost, "cost_basis": basis}
         write_text_atomic(freeze(spec, model, choice.threshold, metadata).decode("utf-8"), path)
         oof_tables.append(oof.with_columns(pl.lit(name).alias("router")))
-        sweeps.append({"router": name, "threshold": choice.threshold, "dev_utility": choice.utility,
+        sweeps.append({"router": name, "cost_per_trigger": cost, "threshold": choice.threshold, "dev_utility": choice.utility,
                        "dev_trigger_rate": choice.trigger_rate, "signal_absent": bool(oof["signal_absent"].any())})
     write_parquet_atomic(pl.concat(oof_tables), smk.output.oof)
     write_text_atomic(pl.DataFrame(sweeps).write_csv(float_precision=6), smk.output.thresholds)
@@ -186,8 +205,9 @@ def routed_scores(frozen: Mapping[str, str], features: pl.DataFrame) -> pl.DataF
     return pl.concat(tables).select("qid", "router", "score", "triggered")
 
 
-def policy_rows(heldout: pl.DataFrame, cost: float) -> list[dict[str, Any]]:
-    """Held-out hit rate, trigger rate, rescues, harms and utility of each router's adaptive policy."""
+def policy_rows(heldout: pl.DataFrame, costs: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Held-out hit rate, trigger rate, rescues, harms and utility (with the cost per trigger each router was
+    frozen with) of each router's adaptive policy."""
     rows = []
     for (router,), table in heldout.group_by("router", maintain_order=True):
         fired = table["triggered"]
@@ -196,7 +216,7 @@ def policy_rows(heldout: pl.DataFrame, cost: float) -> list[dict[str, Any]]:
             "router": router, "questions": table.height, "off": table["metric_off"].mean(),
             "always_on": table["metric_on"].mean(), "adaptive": adaptive.mean(), "trigger_rate": fired.mean(),
             "rescues": int((fired & (table["delta"] > 0)).sum()), "harms": int((fired & (table["delta"] < 0)).sum()),
-            "utility": float((adaptive - cost * fired.cast(pl.Float64)).mean()),
+            "cost_per_trigger": costs[router], "utility": float((adaptive - costs[router] * fired.cast(pl.Float64)).mean()),
         })
     return rows
 
@@ -213,8 +233,8 @@ def heldout_rule(smk: Any) -> None:
     heldout = routed.filter(pl.col("split") == "heldout").with_columns(
         pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias("adaptive")
     )
-    write_text_atomic(pl.DataFrame(policy_rows(heldout, settings["cost_per_trigger"])).write_csv(float_precision=6),
-                      smk.output.policies)
+    costs = {name: read_artifact(Path(path).read_bytes())["metadata"]["cost_per_trigger"] for name, path in frozen.items()}
+    write_text_atomic(pl.DataFrame(policy_rows(heldout, costs)).write_csv(float_precision=6), smk.output.policies)
     boot = settings["bootstrap"]
     comparisons = [
         compare_policies(table.rename({"metric_on": "always_on", "metric_off": "off"}),
