@@ -153,3 +153,11 @@ def test_tar_errors_name_member_line_and_key(tmp_path: Path) -> None:
     bad_utf8 = tar_with(tmp_path, {"d/a.jsonl": b'{"paper_id": "\xff"}'})
     with pytest.raises(InputError, match=r"\[d/a\.jsonl\]: not valid UTF-8"):
         load({"path": str(bad_utf8)}, "small")
+
+
+def test_kinds_keeps_one_abstract_document_per_paper(shared_data: Path, unarxive: Ingested) -> None:
+    abstracts = load({"path": str(shared_data / "unarxive-sample" / "unarXive_data_sample.tar.gz"),
+                      "kinds": ["abstract"]}, "unarxive")
+    assert set(abstracts.units["kind"]) == {"abstract"} and abstracts.units["group_id"].is_unique().all()
+    assert abstracts.units.height == abstracts.counts["abstracts"] > 0
+    assert abstracts.counts["units_other_kinds_skipped"] == unarxive.units.height - abstracts.units.height

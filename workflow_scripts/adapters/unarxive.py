@@ -20,6 +20,8 @@ Out: an `Ingested` bundle with units only (questions and qrels are empty tables 
      In every unit text the inline markers are replaced — {{formula:…}} → "[formula]", {{cite:…}} →
      "[citation]", {{figure:…}} → "[figure]", {{table:…}} → "[table]", any other {{kind:…}} → "[kind]" —
      and whitespace runs (hard line breaks of LaTeX sources, no-break spaces) collapse to one space.
+     With `spec["kinds"]` (e.g. ["abstract"]: one title + abstract document per paper, the corpus Study C
+     samples from) only units of those kinds are kept; the others are counted as units_other_kinds_skipped.
      counts — papers, abstracts, paragraphs (body_text items), headings, captions_figure and captions_table
      (figure / table entries read, placeholders included), captions_placeholder_skipped, ref_entries_skipped,
      and markers_<kind>, the markers replaced per kind (formula, cite, figure and table always present).
@@ -75,6 +77,10 @@ def load(spec: Mapping, dataset: str) -> Ingested:
     units: list[dict] = []
     for place, paper in _paper_records(path):
         units += _paper_units(paper, place, counts)
+    if spec.get("kinds"):
+        kept = [unit for unit in units if unit["kind"] in spec["kinds"]]
+        counts["units_other_kinds_skipped"] = len(units) - len(kept)
+        units = kept
     return bundle(dataset, units, [], [], counts)  # no questions or qrels: empty frames with the contract schemas
 
 
