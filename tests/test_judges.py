@@ -6,6 +6,7 @@ import math
 
 import polars as pl
 import pytest
+from llm_fakes import WordTokenBackend
 
 from workflow_scripts import judges, llm, prompts
 from workflow_scripts.contracts import STUDY_C_METRICS
@@ -35,22 +36,13 @@ def test_study_a_validation():
     assert "integer" in judges.validate_study_a({"abstained": False, "correctness": True, "faithfulness": 1})[1]
 
 
-class ScriptedJudge:
+class ScriptedJudge(WordTokenBackend):
     """A judge backend: the reply depends on the answer text in the prompt and on whether it is a re-ask."""
 
-    name, fingerprint, device, uncertainty_basis = "transformers", "scripted-judge", "cpu", None
+    fingerprint = "scripted-judge"
 
     def __init__(self):
         self.prompts: list[str] = []
-
-    def render(self, messages):
-        return json.dumps(messages, ensure_ascii=False)
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-    def cut(self, text, max_tokens):
-        return " ".join(text.split()[:max_tokens])
 
     def complete(self, batch, sampling):
         outcomes = []

@@ -1,10 +1,10 @@
 """Study C strategies' control flow with a scripted LLM (through the real cached engine) and a fixed retriever:
 what each strategy searches, what reaches the generator, every fallback and its count, and the per-query cost."""
 
-import json
 
 import polars as pl
 import pytest
+from llm_fakes import WordTokenBackend
 
 from workflow_scripts import llm, prompts, strategies
 from workflow_scripts.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, conform
@@ -19,22 +19,13 @@ SETTINGS = {
 DOCS = [f"d{index:02d}" for index in range(20)]
 
 
-class ScriptedBackend:
+class ScriptedBackend(WordTokenBackend):
     """Replies by template (told apart by the system message) and by question, from a script of callables."""
 
-    name, fingerprint, device, uncertainty_basis = "transformers", "scripted", "cpu", None
+    fingerprint = "scripted"
 
     def __init__(self, script, fail=()):
         self.script, self.fail, self.asked = script, set(fail), []
-
-    def render(self, messages):
-        return json.dumps(messages)
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-    def cut(self, text, max_tokens):
-        return " ".join(text.split()[:max_tokens])
 
     def complete(self, batch, sampling):
         outcomes = []
