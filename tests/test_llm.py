@@ -5,6 +5,7 @@ transformers backend end to end on SmolLM2-135M-Instruct."""
 
 import json
 import math
+import subprocess
 import sys
 import threading
 import time
@@ -376,7 +377,7 @@ def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2
     first = llm.generate(requests, smollm2, tmp_path / "one")
     assert first["source"].to_list() == ["generated", "generated", "duplicate", "generated"]
     assert first["text"][0] == first["text"][2] and "Paris" in first["text"][0]
-    vocabulary = math.log(smollm2.backend.tokenizer.vocab_size)
+    vocabulary = math.log(smollm2.backend.chat.tokenizer.get_vocab_size())
     for row in first.iter_rows(named=True):
         assert row["status"] == "ok" and row["finish_reason"] in ("stop", "length") and row["device"] == "cpu"
         assert 1 <= row["completion_tokens"] <= 12 and row["prompt_tokens"] > 10 and row["latency_s"] > 0
@@ -391,6 +392,37 @@ def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2
     fresh = llm.load_engine(SMOLLM2, pytestconfig.cache.mkdir("ragfrontier-models"))
     assert llm.generate(requests, fresh, tmp_path / "one")["text"].to_list() == first["text"].to_list()
     assert "model" not in vars(fresh.backend), "an all-cached stage must not load the weights"
+    assert _cache_hit_imports_torch(pytestconfig, tmp_path / "one") is False
+
+
+CACHE_HIT = """
+import sys
+from pathlib import Path
+from tests.test_llm import SMOLLM2, _request
+from workflow_scripts import llm
+engine = llm.load_engine(SMOLLM2, Path(sys.argv[1]))
+table = llm.generate([_request("capital", "What is the capital of France?", template="answer_closed_book")],
+                     engine, Path(sys.argv[2]))
+assert table["source"].to_list() == ["cache"], table
+print("torch" in sys.modules)
+"""
+
+
+def _cache_hit_imports_torch(pytestconfig, cache) -> bool:
+    """Whether a fresh interpreter that loads the engine and serves one cached request imports torch."""
+    models = pytestconfig.cache.mkdir("ragfrontier-models")
+    done = subprocess.run([sys.executable, "-c", CACHE_HIT, str(models), str(cache)], cwd=pytestconfig.rootpath,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_smollm2_stop_strings_end_generation(smollm2, tmp_path):
+    request = _request("count", "Count from one to ten in words, separated by commas.", template="answer_closed_book")
+    plain = llm.generate([request], smollm2, tmp_path)["text"][0]
+    assert "," in plain, "the prompt must make SmolLM2 write a comma for this test to mean anything"
+    stopped = llm.generate([request], smollm2, tmp_path, {"stop": [","]}).row(0, named=True)
+    assert stopped["text"] == plain.split(",", 1)[0] and stopped["finish_reason"] == "stop"
+    assert stopped["source"] == "generated" and stopped["completion_tokens"] < 12
 
 
 def test_smollm2_prompt_fits_the_token_limit(smollm2):

@@ -9,8 +9,8 @@ Out: `generate` returns one GENERATIONS row per request, in request order: statu
      "cache" | "duplicate") and how much evidence survived the context-length policy.
 
 Backends:
-- "transformers" (CPU or GPU, the offline default): the tokenizer's chat template, left-padded batches of
-  `batch_size`, greedy unless temperature > 0. Uncertainty comes from the model's raw next-token logits over
+- "transformers" (CPU or GPU, the offline default): the model's chat template rendered without torch
+  (`chat_tokenizer.py`), left-padded batches of `batch_size`, greedy unless temperature > 0. Uncertainty comes from the model's raw next-token logits over
   the full vocabulary (before temperature / top-p), so it does not depend on the sampling settings.
 - "openai": an OpenAI-compatible server (a served vLLM, Ollama) at `base_url`, `/chat/completions` with
   `logprobs` and `top_logprobs: k` (`top_logprobs: 0` sends neither); `concurrency` requests in flight. The
@@ -43,7 +43,8 @@ greedy output). The device is not in the key. Identical requests in one call are
 requests are generated in shards of `shard_size` (sorted by prompt length, so batches pad little), each
 appended to the cache when finished: a killed stage loses at most one shard. Only successful generations are
 cached; an error is never served from the cache, so the next run retries it. The transformers backend loads
-its weights only when a request is missing from the cache: an all-cached stage reads the tokenizer only.
+its weights, and imports torch, only when a request is missing from the cache: an all-cached stage reads the
+tokenizer files only.
 
 Context length: a prompt longer than `max_prompt_tokens` loses evidence, never its question or instructions:
 units are kept in rank order while they fit, the first that does not is cut to the remaining room (dropped if
@@ -73,6 +74,7 @@ import requests
 
 from workflow_scripts import models, prompts
 from workflow_scripts.cache import append_cache, content_key, read_cache
+from workflow_scripts.chat_tokenizer import ChatTokenizer
 from workflow_scripts.contracts import BACKENDS, GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.errors import InputError
 
@@ -313,19 +315,18 @@ def _apportion(wall: float, outcomes: list[Outcome]) -> list[Outcome]:
 
 
 class TransformersBackend:
-    """Batched generation with a transformers causal LM. The tokenizer (chat template, token counts) is loaded
-    at once; the weights (`load_model()`, e.g. `models.causal_lm_weights`) only when the first batch is
-    generated, so a stage whose requests are all cached never loads them."""
+    """Batched generation with a transformers causal LM. Prompts are rendered, counted and encoded by a
+    torch-free `ChatTokenizer`; the weights (`load_model()`, e.g. `models.causal_lm_weights`), and with them
+    torch, are loaded only when the first batch is generated, so a stage whose requests are all cached never
+    imports torch."""
 
     name = "transformers"
     uncertainty_basis = "full_vocabulary"
 
-    def __init__(self, tokenizer: Any, fingerprint: str, load_model: Callable[[], Any], device: str, batch_size: int):
-        self.tokenizer, self.fingerprint, self.device, self.batch_size = tokenizer, fingerprint, device, batch_size
+    def __init__(self, chat: ChatTokenizer, fingerprint: str, load_model: Callable[[], Any], device: str,
+                 batch_size: int):
+        self.chat, self.fingerprint, self.device, self.batch_size = chat, fingerprint, device, batch_size
         self._load_model = load_model
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        tokenizer.padding_side = "left"
 
     @cached_property
     def model(self) -> Any:
@@ -335,45 +336,67 @@ class TransformersBackend:
     @cached_property
     def eos_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id
-        return {token for token in [*(eos if isinstance(eos, list) else [eos]), self.tokenizer.eos_token_id]
+        return {token for token in [*(eos if isinstance(eos, list) else [eos]), self.chat.eos_token_id]
                 if token is not None}
 
+    @cached_property
+    def pad_id(self) -> int:
+        return self.chat.pad_token_id if self.chat.pad_token_id is not None else min(self.eos_ids)
+
     def render(self, messages: list[dict[str, str]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.chat.render(messages)
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self.chat.encode(text))
 
     def cut(self, text: str, max_tokens: int) -> str:
-        return self.tokenizer.decode(self.tokenizer(text, add_special_tokens=False)["input_ids"][:max_tokens])
+        return self.chat.decode(self.chat.encode(text)[:max_tokens])
+
+    def _stopped(self, tokens: list[int], stop: tuple[str, ...]) -> bool:
+        return any(s in self.chat.decode(tokens, skip_special_tokens=True) for s in stop)
 
     def _end(self, tokens: list[int], stop: tuple[str, ...]) -> tuple[int, bool]:
         """(number of real generated tokens, whether generation stopped) for one sequence."""
         for at, token in enumerate(tokens):
-            if token in self.eos_ids:
-                return at + 1, True
-            if stop and any(s in self.tokenizer.decode(tokens[: at + 1], skip_special_tokens=True) for s in stop):
+            if token in self.eos_ids or (stop and self._stopped(tokens[: at + 1], stop)):
                 return at + 1, True
         return len(tokens), False
 
-    def _batch(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+    def _inputs(self, batch: list[Prompt]) -> dict[str, Any]:
+        """Left-padded input ids and attention mask of a batch, on the model's device."""
         import torch
 
-        encoded = self.tokenizer(
-            [prompt.text for prompt in batch], padding=True, return_tensors="pt", add_special_tokens=False
-        ).to(self.model.device)
+        ids = [self.chat.encode(prompt.text) for prompt in batch]
+        width = max(map(len, ids))
+        input_ids = torch.tensor([[self.pad_id] * (width - len(row)) + row for row in ids])
+        mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
+        return {"input_ids": input_ids.to(self.model.device), "attention_mask": mask.to(self.model.device)}
+
+    def _batch(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        backend = self
+
+        class StopStrings(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                new = input_ids[:, width:].tolist()
+                return torch.tensor([backend._stopped(row, sampling.stop) for row in new], device=input_ids.device)
+
+        encoded = self._inputs(batch)
+        width = encoded["input_ids"].shape[1]
         options: dict[str, Any] = {"do_sample": sampling.temperature > 0}
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed)
             options.update(temperature=sampling.temperature, top_p=sampling.top_p)
         if sampling.stop:
-            options.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+            options.update(stopping_criteria=StoppingCriteriaList([StopStrings()]))
         with torch.inference_mode():
             output = self.model.generate(
                 **encoded, max_new_tokens=sampling.max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                pad_token_id=self.tokenizer.pad_token_id, **options,
+                pad_token_id=self.pad_id, **options,
             )
-        generated = output.sequences[:, encoded["input_ids"].shape[1] :].tolist()
+        generated = output.sequences[:, width:].tolist()
         lengths = encoded["attention_mask"].sum(dim=1).tolist()
         outcomes = []
         for row, (tokens, prompt_tokens) in enumerate(zip(generated, lengths)):
@@ -381,7 +404,7 @@ class TransformersBackend:
             logprobs = torch.stack([output.logits[step][row].float() for step in range(end)]).log_softmax(-1)
             chosen = logprobs[torch.arange(end), torch.tensor(tokens[:end])]
             entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)
-            text = self.tokenizer.decode(tokens[:end], skip_special_tokens=True)
+            text = self.chat.decode(tokens[:end], skip_special_tokens=True)
             for stop in sampling.stop:
                 text = text.split(stop, 1)[0]
             outcomes.append(Outcome(
@@ -596,9 +619,9 @@ def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models
                 f"{where}: max_prompt_tokens ({config.max_prompt_tokens}) + sampling.max_new_tokens "
                 f"({config.sampling.max_new_tokens}) exceed the model's context of {limit} tokens"
             )
-        tokenizer = models.causal_lm_tokenizer(config.model, folder)
+        chat = ChatTokenizer(folder)
         weights = partial(models.causal_lm_weights, config.model, folder, fingerprint, config.device)
-        return Engine(config, TransformersBackend(tokenizer, fingerprint, weights, config.device, config.batch_size))
+        return Engine(config, TransformersBackend(chat, fingerprint, weights, config.device, config.batch_size))
     if config.backend == "openai":
         return Engine(config, OpenAIBackend(config))
     return Engine(config, VllmBackend(config, import_vllm()))
