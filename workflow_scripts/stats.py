@@ -20,12 +20,12 @@ percentile interval covers the true mean difference about 94% of the time (the u
 percentile bootstrap with few groups, from the (G − 1)/G shrinkage of the resampled variance).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats as scipy_stats
 
 from workflow_scripts.contracts import COMPARISONS, METHODS
 from workflow_scripts.errors import InputError
@@ -69,6 +69,8 @@ def group_bootstrap(values: Any, groups: Any, B: int = 2000, seed: int = 0, meth
         tail = 50.0 * (1.0 - confidence)
         low, high = np.percentile(_pooled_mean(sums[picks], sizes[picks]), [tail, 100.0 - tail])
     else:
+        from scipy import stats as scipy_stats  # here: the LLM stages import this module; few bootstrap
+
         result = scipy_stats.bootstrap((sums, sizes), _pooled_mean, paired=True, vectorized=True, n_resamples=B,
                                        method="BCa", confidence_level=confidence, rng=rng)
         low, high = result.confidence_interval
