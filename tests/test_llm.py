@@ -416,6 +416,21 @@ def _cache_hit_imports_torch(pytestconfig, cache) -> bool:
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
+def test_dtype_is_checked_and_cached_apart(smollm2, tmp_path, pytestconfig):
+    with pytest.raises(InputError, match=r"models.generator.dtype: 'int8' is unknown"):
+        llm.engine_config({**SMOLLM2, "dtype": "int8"})
+    with pytest.raises(InputError, match=r"transformers backend; for vllm set models.generator.vllm.dtype"):
+        llm.engine_config({"backend": "vllm", "model": "m", "dtype": "bfloat16"})
+    half = llm.load_engine({**SMOLLM2, "dtype": "bfloat16"}, pytestconfig.cache.mkdir("ragfrontier-models"))
+    assert half.backend.fingerprint == smollm2.backend.fingerprint + "+bfloat16"
+    request = [_request("capital", "What is the capital of France?", template="answer_closed_book")]
+    first = llm.generate(request, half, tmp_path).row(0, named=True)
+    assert first["status"] == "ok" and first["source"] == "generated" and first["completion_tokens"] >= 1
+    assert str(next(half.backend.model.parameters()).dtype) == "torch.bfloat16"
+    assert llm.generate(request, smollm2, tmp_path)["source"][0] == "generated", "float32 is not served bf16 text"
+    assert llm.generate(request, half, tmp_path)["source"][0] == "cache"
+
+
 def test_smollm2_stop_strings_end_generation(smollm2, tmp_path):
     request = _request("count", "Count from one to ten in words, separated by commas.", template="answer_closed_book")
     plain = llm.generate([request], smollm2, tmp_path)["text"][0]

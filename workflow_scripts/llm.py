@@ -10,7 +10,8 @@ Out: `generate` returns one GENERATIONS row per request, in request order: statu
 
 Backends:
 - "transformers" (CPU or GPU, the offline default): the model's chat template rendered without torch
-  (`chat_tokenizer.py`), left-padded batches of `batch_size`, greedy unless temperature > 0. Uncertainty comes from the model's raw next-token logits over
+  (`chat_tokenizer.py`), left-padded batches of `batch_size`, greedy unless temperature > 0, weights in
+  `dtype` (float32 unless set; another precision is part of the model fingerprint, so it has its own cache entries). Uncertainty comes from the model's raw next-token logits over
   the full vocabulary (before temperature / top-p), so it does not depend on the sampling settings.
 - "openai": an OpenAI-compatible server (a served vLLM, Ollama) at `base_url`, `/chat/completions` with
   `logprobs` and `top_logprobs: k` (`top_logprobs: 0` sends neither); `concurrency` requests in flight. The
@@ -79,6 +80,7 @@ from workflow_scripts.contracts import BACKENDS, GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.errors import InputError
 
 log = logging.getLogger(__name__)
+DTYPES = ("float32", "bfloat16", "float16")
 
 MIN_CUT_TOKENS = 16
 WEIGHTS_LOADED = "llm: loading model weights"
@@ -130,6 +132,7 @@ class EngineConfig:
     backend: str
     model: str
     device: str = "cpu"
+    dtype: str = "float32"
     sampling: Sampling = Sampling()
     max_prompt_tokens: int = 2048
     batch_size: int = 8
@@ -159,6 +162,13 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
     values = dict(spec)
     values["sampling"] = sampling_from(spec.get("sampling") or {}, where=f"{where}.sampling")
     config = EngineConfig(**values)
+    if config.dtype not in DTYPES:
+        raise InputError(f"{where}.dtype: '{config.dtype}' is unknown; use one of {list(DTYPES)}")
+    if config.dtype != "float32" and config.backend != "transformers":
+        raise InputError(
+            f"{where}.dtype applies to the transformers backend; for vllm set {where}.vllm.dtype, and a served "
+            f"model's precision is the server's"
+        )
     if config.backend == "openai" and not config.base_url:
         raise InputError(f"{where}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)")
     for name in ("max_prompt_tokens", "batch_size", "shard_size", "concurrency"):
@@ -619,8 +629,10 @@ def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models
                 f"{where}: max_prompt_tokens ({config.max_prompt_tokens}) + sampling.max_new_tokens "
                 f"({config.sampling.max_new_tokens}) exceed the model's context of {limit} tokens"
             )
+        if config.dtype != "float32":  # another precision gives other outputs: its own cache entries
+            fingerprint = f"{fingerprint}+{config.dtype}"
         chat = ChatTokenizer(folder)
-        weights = partial(models.causal_lm_weights, config.model, folder, fingerprint, config.device)
+        weights = partial(models.causal_lm_weights, config.model, folder, fingerprint, config.device, config.dtype)
         return Engine(config, TransformersBackend(chat, fingerprint, weights, config.device, config.batch_size))
     if config.backend == "openai":
         return Engine(config, OpenAIBackend(config))

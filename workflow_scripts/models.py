@@ -243,12 +243,16 @@ def causal_lm_tokenizer(name_or_path: str, folder: Path) -> Any:
         raise _load_error(name_or_path, folder, error) from None
 
 
-def causal_lm_weights(name_or_path: str, folder: Path, fingerprint: str, device: str = "cpu") -> Any:
-    """The causal LM in eval mode on `device`, tagged with `fingerprint`."""
+def causal_lm_weights(
+    name_or_path: str, folder: Path, fingerprint: str, device: str = "cpu", dtype: str = "float32"
+) -> Any:
+    """The causal LM in eval mode on `device` with `dtype` weights, tagged with `fingerprint`."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=getattr(torch, dtype))
+        model = model.to(device).eval()
     except (OSError, ValueError) as error:
         raise _load_error(name_or_path, folder, error) from None
     return _tag(model, fingerprint)
