@@ -11,8 +11,9 @@ Every ordering breaks ties by unit_id ascending, so identical inputs give identi
 """
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 
@@ -61,7 +62,7 @@ def candidates(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> 
         )
         table = rank_by(merged.with_columns(fused.alias("fused_score")), "fused_score")
     else:
-        score, rank = STAGE_COLUMNS[arm["first_stage"]]
+        _, rank = STAGE_COLUMNS[arm["first_stage"]]
         table = parts[0].with_columns(pl.col(rank).alias("rank"))
     return table.filter(pl.col("rank") <= arm["candidates"])
 

@@ -7,8 +7,8 @@ Out: cached rows looked up by key; new rows appended as a new shard named by the
 """
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import polars as pl
 

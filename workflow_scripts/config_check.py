@@ -190,8 +190,8 @@ def study_b_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) ->
 def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """What a routing pair refers to that is not configured: arms, the measure, the stages its features need."""
     if pair["base"] == pair["alternative"]:
-        return [f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}; a router chooses "
-                f"between two different policies"]
+        same = f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}"
+        return [f"{same}; a router chooses between two different policies"]
     if pair["base"] == "closed_book":
         problems = study_b_problems(name, pair, config)
     else:

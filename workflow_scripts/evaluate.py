@@ -11,7 +11,8 @@ are never re-broken by the metric library.
 """
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import ir_measures
 import polars as pl

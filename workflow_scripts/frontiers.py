@@ -28,7 +28,8 @@ triggers exactly 70.
 """
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl

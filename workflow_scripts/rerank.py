@@ -21,16 +21,17 @@ Two scorers:
 """
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
 
 from workflow_scripts import models
-from workflow_scripts.cache import append_cache, content_key, read_cache
 from workflow_scripts.arms import candidates, first_stages
+from workflow_scripts.cache import append_cache, content_key, read_cache
 from workflow_scripts.contracts import QUESTIONS, RANKING, RERANK_SCORES, SCORE_CACHE, UNITS, read_table, write_table
 from workflow_scripts.errors import InputError
 from workflow_scripts.runtime import run_job

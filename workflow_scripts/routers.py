@@ -44,8 +44,9 @@ import hashlib
 import json
 import math
 import pickle
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workflow_scripts.errors import InputError
 

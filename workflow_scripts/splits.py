@@ -10,7 +10,8 @@ heldout). The result depends only on the group ids, their question counts, the f
 
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl

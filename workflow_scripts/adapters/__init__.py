@@ -9,8 +9,8 @@ Out: an `Ingested` bundle — `units`, `questions` and `qrels` frames that satis
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import polars as pl
 

@@ -21,8 +21,9 @@ A line that is not a JSON object, lacks `_id` or `text`, a qrels score that is n
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested

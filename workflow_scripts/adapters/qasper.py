@@ -39,7 +39,8 @@ A missing key or a value of the wrong type raises InputError naming the file, th
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested

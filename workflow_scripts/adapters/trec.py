@@ -47,8 +47,9 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from workflow_scripts import files
 from workflow_scripts.adapters import Ingested
@@ -108,7 +109,7 @@ def read_html_tar(path: Path) -> tuple[list[dict], Counts]:
 
 def html_id(member_name: str) -> str:
     name = PurePosixPath(member_name).name
-    return name[: -len(".html")] if name.endswith(".html") else name
+    return name.removesuffix(".html")
 
 
 def smart_records(path: Path, fields: tuple[str, ...]) -> tuple[list[tuple[int, str, dict[str, str]]], int]:
