@@ -2,14 +2,14 @@
 
 1. Batched vs sequential, in one process, on 64 realistic RAG prompts: the first 64 HotpotQA distractor
    questions of ../shared/data/hotpotqa/hotpot_dev_distractor_100.json, each with its first three context
-   paragraphs as evidence, answered with the `answer_rag` template (Study C's wording). Both sides go through
-   `llm.generate` with an empty cache folder of their own; "batched" uses the engine's `batch_size`, "sequential"
-   the same engine with batch_size 1. The prompts are split into slices answered by both sides in turns (the
-   first side alternating), so load from other processes hits both alike. Target (issue #4): ratio >= 3 on the
-   transformers backend with SmolLM2 on 2 CPU cores. A third side, "prefill only", runs the same prompts one at a
-   time with max_new_tokens 1: the forward pass over each prompt, which batching cannot remove (on a CPU it is
-   compute-bound at batch size 1 already). sequential / prefill-only is therefore the largest speed-up any
-   batching could reach on this machine, printed next to the measured one. On a GPU machine pass another engine, e.g.
+   paragraphs as evidence, answered with the `answer_rag` template (Study C's wording). Every side goes through
+   `llm.generate` with an empty cache folder of its own: "batched" uses the engine's `batch_size`, "sequential"
+   the same engine with batch_size 1, and "prefill only" batch_size 1 with max_new_tokens 1, i.e. the forward
+   pass over each prompt, which batching cannot remove (on a CPU it is compute-bound at batch size 1 already), so
+   sequential / prefill-only bounds the speed-up any batching could reach on this machine. The prompts, in the
+   prompt-length order a stage batches them in, are split into slices that every side answers in turns (the
+   first side alternating), so load from other processes hits all sides alike. Target (issue #4): ratio >= 3 on
+   the transformers backend with SmolLM2 on 2 CPU cores. On a GPU machine pass another engine, e.g.
    `--engine '{"backend": "vllm", "model": "Qwen/Qwen2.5-1.5B-Instruct", "device": "cuda"}'`.
 2. Cache-hit rerun of a whole stage: the demo's `generate_answers` job for the `keep` policy in a throw-away copy
    of the workflow whose LLM cache starts empty (model conversions, embeddings and reranker scores are linked
@@ -85,6 +85,10 @@ def batched_vs_sequential(engine: llm.Engine, requests: list[llm.Request], slice
     totals = {side: 0.0 for side in sides}
     size = -(-len(requests) // slices)
     timed_generate(requests[:2], engine, work)  # warm-up: weights loaded, first-call allocations done
+    # A whole stage batches its requests in prompt-length order; slicing in that order keeps each slice's
+    # batches the ones the stage would form (slices of mixed lengths would pad every batch to ~770 tokens).
+    budget = engine.config.max_prompt_tokens
+    requests = sorted(requests, key=lambda request: len(llm.fit(request, engine.backend, budget).prompt.text))
     for turn in range(slices):
         part = requests[turn * size : (turn + 1) * size]
         order = list(sides) if turn % 2 == 0 else list(reversed(sides))
