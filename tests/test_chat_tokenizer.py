@@ -61,7 +61,7 @@ def test_smollm2_renders_encodes_and_decodes_as_transformers(smollm2_folder, ref
         ids = reference(text, add_special_tokens=False)["input_ids"]
         assert chat.encode(text) == ids
         for end in (5, len(ids) // 2, len(ids)):
-            assert chat.decode(ids[:end]) == reference.decode(ids[:end])
+            assert chat.decode(ids[:end]) == reference.decode(ids[:end]) == chat.cut(text, end)
             assert chat.decode(ids[:end], skip_special_tokens=True) == reference.decode(ids[:end], skip_special_tokens=True)
     assert (chat.eos_token_id, chat.pad_token_id) == (reference.eos_token_id, reference.pad_token_id)
 
@@ -95,6 +95,8 @@ def test_a_folder_without_template_or_tokenizer_is_one_clear_error(smollm2_folde
     with pytest.raises(InputError, match=r"bare has no chat template.*instruction-tuned"):
         ChatTokenizer(bare)
     (bare / "chat_template.jinja").write_text("{{ messages[0].content }}", encoding="utf-8")
+    with pytest.raises(InputError, match=r"bare names no end-of-sequence token.*eos_token in tokenizer_config"):
+        ChatTokenizer(bare)
     (bare / "tokenizer.json").unlink()
     with pytest.raises(InputError, match=r"bare has no tokenizer this engine can use offline"):
         ChatTokenizer(bare)

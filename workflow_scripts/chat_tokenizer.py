@@ -4,8 +4,8 @@ In:  a transformers model folder: `tokenizer.json` (or, failing that, any tokeni
      fast backend is then used), `tokenizer_config.json` (special tokens) and the chat template
      (`chat_template.jinja`, or the `chat_template` entry of `tokenizer_config.json`).
 Out: `ChatTokenizer`: `render(messages)` (the chat template with the generation prompt), `encode(text)` (token ids,
-     no special tokens added), `decode(ids)`, `left_padded(texts, pad_id)` (a batch's ids and attention mask), and
-     the end-of-sequence and padding token ids.
+     no special tokens added), `decode(ids)`, `cut(text, max_tokens)`, `left_padded(texts)` (a batch's ids and
+     attention mask, padded with the pad token, else the end-of-sequence token), and both tokens' ids.
 
 Why not transformers' tokenizer: importing it imports torch (about 2.5 s), and a stage whose requests are all
 cached needs nothing but its prompts' cache keys, i.e. rendered and counted prompts. `tokenizers` and `jinja2`
@@ -135,7 +135,13 @@ class ChatTokenizer:
         self.template = _compile(_template_source(folder, config))
         self.tokenizer = _backend_tokenizer(folder)
         self.eos_token_id = self._id("eos_token")
-        self.pad_token_id = self._id("pad_token") if "pad_token" in self.special_tokens else self.eos_token_id
+        if self.eos_token_id is None:
+            raise InputError(
+                f"the model folder {folder} names no end-of-sequence token its tokenizer knows (eos_token in "
+                f"tokenizer_config.json); generation and padding need one"
+            )
+        pad = self._id("pad_token")
+        self.pad_token_id = self.eos_token_id if pad is None else pad
 
     def _id(self, name: str) -> int | None:
         text = self.special_tokens.get(name)
@@ -152,8 +158,13 @@ class ChatTokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
-    def left_padded(self, texts: list[str], pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
+    def cut(self, text: str, max_tokens: int) -> str:
+        """`text` cut to its first `max_tokens` tokens."""
+        return self.decode(self.encode(text)[:max_tokens])
+
+    def left_padded(self, texts: list[str]) -> tuple[list[list[int]], list[list[int]]]:
         """(input ids, attention mask) of `texts` padded on the left to the longest, as plain lists."""
         ids = [self.encode(text) for text in texts]
         width = max(map(len, ids))
-        return [[pad_id] * (width - len(row)) + row for row in ids], [[0] * (width - len(row)) + [1] * len(row) for row in ids]
+        padded = [[self.pad_token_id] * (width - len(row)) + row for row in ids]
+        return padded, [[0] * (width - len(row)) + [1] * len(row) for row in ids]

@@ -10,9 +10,10 @@ Out: `generate` returns one GENERATIONS row per request, in request order: statu
 
 Backends:
 - "transformers" (CPU or GPU, the offline default): the model's chat template rendered without torch
-  (`chat_tokenizer.py`), left-padded batches of `batch_size`, greedy unless temperature > 0, weights in
-  `dtype` (float32 unless set; another precision is part of the model fingerprint, so it has its own cache entries). Uncertainty comes from the model's raw next-token logits over
-  the full vocabulary (before temperature / top-p), so it does not depend on the sampling settings.
+  (`chat_tokenizer.py`), left-padded batches of `batch_size`, greedy unless temperature > 0, weights in `dtype`
+  (float32 unless set; another precision is part of the model fingerprint, so it has its own cache entries).
+  Uncertainty comes from the model's raw next-token logits over the full vocabulary (before temperature /
+  top-p), so it does not depend on the sampling settings.
 - "openai": an OpenAI-compatible server (a served vLLM, Ollama) at `base_url`, `/chat/completions` with
   `logprobs` and `top_logprobs: k` (`top_logprobs: 0` sends neither); `concurrency` requests in flight. The
   API key is read from the environment variable named by `api_key_env` and only ever put in the request
@@ -349,10 +350,6 @@ class TransformersBackend:
         return {token for token in [*(eos if isinstance(eos, list) else [eos]), self.chat.eos_token_id]
                 if token is not None}
 
-    @cached_property
-    def pad_id(self) -> int:
-        return self.chat.pad_token_id if self.chat.pad_token_id is not None else min(self.eos_ids)
-
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.chat.render(messages)
 
@@ -360,7 +357,7 @@ class TransformersBackend:
         return len(self.chat.encode(text))
 
     def cut(self, text: str, max_tokens: int) -> str:
-        return self.chat.decode(self.chat.encode(text)[:max_tokens])
+        return self.chat.cut(text, max_tokens)
 
     def _stopped(self, tokens: list[int], stop: tuple[str, ...]) -> bool:
         return any(s in self.chat.decode(tokens, skip_special_tokens=True) for s in stop)
@@ -376,7 +373,7 @@ class TransformersBackend:
         """Left-padded input ids and attention mask of a batch, on the model's device."""
         import torch
 
-        ids, mask = self.chat.left_padded([prompt.text for prompt in batch], self.pad_id)
+        ids, mask = self.chat.left_padded([prompt.text for prompt in batch])
         return {"input_ids": torch.tensor(ids, device=self.model.device),
                 "attention_mask": torch.tensor(mask, device=self.model.device)}
 
@@ -402,7 +399,7 @@ class TransformersBackend:
         with torch.inference_mode():
             output = self.model.generate(
                 **encoded, max_new_tokens=sampling.max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                pad_token_id=self.pad_id, **options,
+                pad_token_id=self.chat.pad_token_id, **options,
             )
         generated = output.sequences[:, width:].tolist()
         lengths = encoded["attention_mask"].sum(dim=1).tolist()

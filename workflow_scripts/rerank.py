@@ -137,13 +137,13 @@ def llm_pointwise_scorer(
     model = cache(load_model)
 
     def render(question: str, passage: str) -> str:
-        content = POINTWISE_PROMPT.format(question=question, passage=chat.decode(chat.encode(passage)[:max_passage_tokens]))
+        content = POINTWISE_PROMPT.format(question=question, passage=chat.cut(passage, max_passage_tokens))
         return chat.render([{"role": "user", "content": content}])
 
     def score(queries: list[str], texts: list[str]) -> np.ndarray:
         import torch
 
-        ids, mask = chat.left_padded([render(query, text) for query, text in zip(queries, texts)], chat.pad_token_id)
+        ids, mask = chat.left_padded([render(query, text) for query, text in zip(queries, texts)])
         ids, mask = torch.tensor(ids, device=model().device), torch.tensor(mask, device=model().device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
