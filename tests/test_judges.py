@@ -67,8 +67,9 @@ class ScriptedJudge(WordTokenBackend):
 
 
 def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
-    backend = ScriptedJudge()
-    engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "judge"}), backend)
+    backend = ScriptedJudge()  # free text: the path of a server without structured outputs
+    engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "judge", "structured_outputs": False}),
+                        backend)
     answers = ["strict", "fenced", "refusal", "garbage-then-good", "out-of-range", "server-down"]
     items = pl.DataFrame({"item_id": [f"q{i}|classic" for i in range(6)], "question": ["Why?"] * 6, "answer": answers})
     with caplog.at_level("INFO"):
@@ -76,14 +77,14 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     rows = {row["answer"]: row for row in items.join(table, on="item_id").iter_rows(named=True)}
     assert [rows[a]["status"] for a in answers] == ["ok", "ok", "ok", "ok", "parse_failed", "error"]
     assert [rows[a]["attempts"] for a in answers] == [1, 1, 1, 2, 3, 1]
-    assert rows["fenced"]["repaired"] and not rows["strict"]["repaired"]
+    assert [rows[a]["obtained"] for a in answers] == ["parsed", "repaired", "parsed", "reasked", "parse_failed", "error"]
     assert rows["refusal"]["overall"] == 0 and rows["refusal"]["is_answer"] is False
     assert rows["garbage-then-good"]["overall"] == 4
     assert rows["out-of-range"]["overall"] is None and rows["out-of-range"]["failure"] == '"overall" = 7 is outside 1–5'
     assert rows["server-down"]["failure"].startswith("HTTP 503")
     assert table["item_id"].to_list() == items["item_id"].to_list()
     counts = judges.summary(table)
-    assert (counts["parse_failed"], counts["error"], counts["repaired"]) == (1, 1, 1)
+    assert (counts["parse_failed"], counts["error"], counts["repaired"], counts["reasked"], counts["ok"]) == (1, 1, 1, 1, 4)
     assert math.isclose(counts["parse_failed_share"], 1 / 6)
     assert "1 parse_failed (16.7%)" in caplog.text
     reasks = [p for p in backend.prompts if "outside 1–5" in p]
@@ -110,10 +111,29 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
     })
     table = judges.judge(judges.STUDY_A, items, engine, tmp_path, prompts.load_templates())
     assert table.row(0, named=True) | {"reply": None} == {
-        "item_id": "q1|keep", "status": "ok", "attempts": 1, "repaired": False, "abstained": True,
+        "item_id": "q1|keep", "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": True,
         "correctness": 0, "faithfulness": None, "reply": None, "failure": None, "judge_model": "grader",
     }
     assert "- SQuAD\n- SQuAD 1.1" in seen[0] and "[1] We train on SQuAD.\n\n[2] Results in Table 2." in seen[0]
+
+
+def test_a_constrained_reply_cut_by_its_budget_is_length_and_never_reasked(tmp_path):
+    class Cut(ScriptedJudge):
+        def complete(self, batch, sampling):
+            self.prompts.extend(prompt.text for prompt in batch)
+            assert all(prompt.constraint is prompts.JUDGE_C_REPLY for prompt in batch)
+            assert sampling.max_new_tokens == prompts.JUDGE_C_REPLY.token_budget and sampling.stop == ()
+            return [llm.Outcome(text='{"is_answer": true, "accu', finish_reason="length", completion_tokens=9)
+                    for _ in batch]
+
+    backend = Cut()
+    engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "judge"}), backend)
+    items = pl.DataFrame({"item_id": ["q1|classic"], "question": ["Why?"], "answer": ["Because."]})
+    table = judges.judge(judges.STUDY_C, items, engine, tmp_path, prompts.load_templates(), max_reasks=2)
+    row = table.row(0, named=True)
+    assert (row["status"], row["obtained"], row["attempts"]) == ("length", "length", 1)
+    assert row["failure"] == "the reply was cut at 9 tokens" and len(backend.prompts) == 1
+    assert judges.summary(table)["length"] == 1 and judges.summary(table)["parse_failed"] == 0
 
 
 def test_answer_normalization_and_scores():

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
@@ -274,78 +273,106 @@ def test_openai_backend_needs_its_key_variable_and_reads_a_refused_connection(mo
     assert table["status"][0] == "error" and table["error"][0].startswith("ConnectionError")
 
 
-# ---- vLLM with a fake module ----------------------------------------------------------------------------
+# ---- vLLM: the worker protocol with a fake vllm package (the real engine: tests/test_vllm.py) ---------------
+
+FAKE_VLLM = """
+import json, os, types
+
+def _record(name, value):
+    with open(os.environ["FAKE_VLLM_RECORD"], "a") as out:
+        out.write(json.dumps([name, value], default=repr) + "\\n")
+
+class SamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+class _Structured:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+sampling_params = types.SimpleNamespace(StructuredOutputsParams=_Structured)
+
+class LLM:
+    def __init__(self, **kwargs):
+        _record("init", kwargs)
+        self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=4096))
+
+    def generate(self, requests, params, use_tqdm):
+        if any(p.kwargs.get("max_tokens") == 13 for p in params):
+            raise ValueError("max_tokens 13 is unlucky")
+        _record("generate", [{"ids": r["prompt_token_ids"], "params": {k: v for k, v in p.kwargs.items()
+                 if k != "structured_outputs"}} for r, p in zip(requests, params)])
+        Logprob = types.SimpleNamespace
+        return [types.SimpleNamespace(prompt_token_ids=r["prompt_token_ids"], outputs=[types.SimpleNamespace(
+            text="Paris", token_ids=[7, 2], finish_reason="length" if p.kwargs["max_tokens"] == 2 else "stop",
+            logprobs=[{7: Logprob(logprob=-0.2231435513142097), 3: Logprob(logprob=-2.3025850929940455)},
+                      {2: Logprob(logprob=-0.5108256237659907)}])]) for r, p in zip(requests, params)]
+"""
 
 
-def test_vllm_missing_is_one_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(InputError, match=r"envs/gpu.yaml.*\.\[gpu\]"):
-        llm.load_engine({"backend": "vllm", "model": str(tmp_path)}, tmp_path)
+@pytest.fixture()
+def fake_vllm(tmp_path, monkeypatch, pytestconfig):
+    """A fake vllm package on PYTHONPATH for the worker (run by this interpreter); returns (engine spec, record)."""
+    package = tmp_path / "fake" / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_VLLM)
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv("PYTHONPATH", str(package.parent))
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    spec = {"backend": "vllm", "model": SMOLLM2["model"], "top_logprobs": 3, "vllm": {"python": sys.executable}}
+    return spec, record
 
 
-class WordTokenizer:
-    """A whitespace tokenizer with a chat template, enough for the vllm backend's plumbing."""
-
-    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
-        return "".join(f"<{m['role']}> {m['content']} " for m in messages) + "<assistant>"
-
-    def __call__(self, text, add_special_tokens):
-        return {"input_ids": [len(word) for word in text.split()]}
-
-    def decode(self, ids):
-        return " ".join("x" * i for i in ids)
+def _recorded(record) -> list:
+    return [json.loads(line) for line in record.read_text().splitlines()]
 
 
-def _fake_vllm(record: dict) -> types.ModuleType:
-    Logprob = types.SimpleNamespace
-
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            record["sampling"] = kwargs
-
-    class LLM:
-        def __init__(self, **kwargs):
-            record["init"] = kwargs
-
-        def get_tokenizer(self):
-            return WordTokenizer()
-
-        def generate(self, prompts, params, use_tqdm):
-            record["prompts"] = prompts
-            outputs = []
-            for prompt in prompts:
-                completion = types.SimpleNamespace(
-                    text="Paris", token_ids=[7, 2], finish_reason="length" if prompt is prompts[-1] else "stop",
-                    logprobs=[{7: Logprob(logprob=math.log(0.8)), 3: Logprob(logprob=math.log(0.1))},
-                              {2: Logprob(logprob=math.log(0.6))}],
-                )
-                outputs.append(types.SimpleNamespace(prompt_token_ids=prompt["prompt_token_ids"], outputs=[completion]))
-            return outputs
-
-    return types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
-
-
-def test_vllm_backend_builds_requests_and_parses_outputs(monkeypatch, tmp_path):
-    record: dict = {}
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(record))
-    engine = llm.load_engine({"backend": "vllm", "model": str(model), "device": "cuda:0", "top_logprobs": 3,
-                              "vllm": {"gpu_memory_utilization": 0.8, "max_model_len": 4096}}, tmp_path)
+def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconfig, tmp_path):
+    spec, record = fake_vllm
+    models = pytestconfig.cache.mkdir("ragfrontier-models")
+    engine = llm.load_engine({**spec, "vllm": {**spec["vllm"], "max_model_len": 4096}}, models)
+    assert "worker" not in vars(engine.backend) and engine.context_length == 4096
     requests = [_request("a", "Short?"), _request("b", "A much longer question " * 3, ("some evidence",))]
     table = llm.generate(requests, engine, tmp_path / "cache", {"temperature": 0.5, "max_new_tokens": 8})
-    assert record["init"] == {"model": str(model), "seed": 0, "gpu_memory_utilization": 0.8, "max_model_len": 4096}
-    assert record["sampling"] == {"n": 1, "temperature": 0.5, "top_p": 1.0, "max_tokens": 8, "seed": 0, "stop": [],
-                                  "logprobs": 3}
+    (_, init), (_, generated) = _recorded(record)
+    folder = str(llm.models.causal_lm_folder(SMOLLM2["model"], models)[0])
+    assert init == {"model": folder, "seed": 0, "structured_outputs_config": {"backend": "xgrammar",
+                    "disable_any_whitespace": True}, "enforce_eager": True, "dtype": "float32", "max_model_len": 4096}
     rendered = engine.backend.render(prompts.render(TEMPLATES["answer_rag"], {"question": "Short?"}))
-    assert {"prompt_token_ids": WordTokenizer()(rendered, False)["input_ids"]} in record["prompts"]
-    a, b = table.iter_rows(named=True)  # the fake stops the last prompt (the longest: shards go by length) by length
-    assert (a["text"], a["finish_reason"], a["completion_tokens"], b["finish_reason"]) == ("Paris", "stop", 2, "length")
-    assert a["prompt_tokens"] == len(rendered.split()) and a["device"] == "cuda:0" and a["uncertainty_basis"] == "top_3"
+    assert generated[0]["ids"] == engine.backend.chat.encode(rendered), "prompt ids from the model's chat template"
+    assert generated[0]["params"] == {"n": 1, "temperature": 0.5, "top_p": 1.0, "max_tokens": 8, "seed": 0,
+                                      "stop": [], "logprobs": 3}
+    a = table.row(0, named=True)
+    assert (a["text"], a["finish_reason"], a["completion_tokens"], a["prompt_tokens"]) == ("Paris", "stop", 2,
+                                                                                          len(generated[0]["ids"]))
+    assert a["device"] == "cpu" and a["uncertainty_basis"] == "top_3" and a["latency_s"] > 0
     entropy = -(0.8 * math.log(0.8) + 0.1 * math.log(0.1) + 0.6 * math.log(0.6)) / 2
     assert math.isclose(a["mean_entropy"], entropy) and math.isclose(a["min_token_prob"], 0.6)
-    assert math.isclose(a["sequence_logprob"], math.log(0.48)) and a["latency_s"] > 0
+    assert math.isclose(a["sequence_logprob"], math.log(0.48))
+    failed = llm.generate(requests[:1], engine, tmp_path / "other", {"max_new_tokens": 13})
+    assert failed["status"][0] == "error" and failed["error"][0] == "vllm: ValueError: max_tokens 13 is unlucky"
+    assert engine.backend.environment["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert engine.backend.environment["VLLM_CPU_OMP_THREADS_BIND"] == llm._cpu_list()
+    engine.backend.close()
+    assert engine.backend.worker.returncode == 0
+
+
+def test_vllm_bad_setups_are_one_clear_error_each(fake_vllm, pytestconfig, tmp_path, monkeypatch):
+    spec, _ = fake_vllm
+    models = pytestconfig.cache.mkdir("ragfrontier-models")
+    with pytest.raises(InputError, match=r"kv_cache_gib = 100000 GiB is more than the .* GiB of memory available"):
+        llm.load_engine({**spec, "vllm": {**spec["vllm"], "kv_cache_gib": 100000}}, models)
+    with pytest.raises(InputError, match=rf"{tmp_path} is not a transformers model folder .* GGUF file"):
+        llm.load_engine({**spec, "model": str(tmp_path)}, models)
+    with pytest.raises(InputError, match=r"vllm.python: /no/python is not an executable"):
+        llm.load_engine({**spec, "vllm": {"python": "/no/python"}}, models)
+    monkeypatch.setattr(llm, "VLLM_ENV", tmp_path / "no-env")
+    with pytest.raises(InputError, match=r"run `./setup.sh --vllm`.*envs/gpu.yaml"):
+        llm.load_engine({**spec, "vllm": {}}, models)
+    (tmp_path / "fake" / "vllm" / "__init__.py").write_text("raise RuntimeError('ValueError: unknown architecture')")
+    broken = llm.load_engine(spec, models)
+    with pytest.raises(InputError, match=r"failed to start the model in .*unknown architecture.*GGUF model is converted"):
+        llm.generate([_request("a", "Q?")], broken, tmp_path / "cache")
 
 
 # ---- transformers end to end on SmolLM2 -----------------------------------------------------------------

@@ -34,22 +34,27 @@ def test_parse_queries(reply, cause):
         assert queries == {"problem": "How to bound X?", "method": "Using spectral Y."}
 
 
-def _generation(request_id, text, status="ok"):
+def _generation(request_id, text, status="ok", finish_reason="stop", constrained=True):
     return {"request_id": request_id, "key": request_id, "status": status, "error": None if status == "ok" else "HTTP 500",
-            "source": "generated", "text": text, "finish_reason": "stop" if text is not None else None,
+            "source": "generated", "constrained": constrained, "text": text,
+            "finish_reason": finish_reason if text is not None else None,
             "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu",
             "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False}
 
 
 def test_synthesize_keeps_papers_with_both_queries_and_counts_the_rest_by_cause():
-    papers = [{"unit_id": f"p{index}", "title": "T", "text": "abstract"} for index in range(4)]
     replies = frame([
         _generation("p0", '{"problem": "a b", "method": "c d"}'),
         _generation("p1", None, status="error"),
         _generation("p2", "not json"),
         _generation("p3", '{"problem": "a"}'),
+        _generation("p4", '{"problem": "a", "meth', finish_reason="length"),
+        _generation("p5", 'Sure: {"problem": "e f", "method": "g h"}', constrained=False),
     ], GENERATIONS)
-    rows, failures = synthetic.synthesize(papers, replies)
+    papers = [{"unit_id": f"p{index}", "title": "T", "text": "abstract"} for index in range(6)]
+    rows, failures, obtained = synthetic.synthesize(papers, replies)
     table = conform(pl.DataFrame(rows), STUDY_C_QUERIES)
-    assert table.rows() == [("p0:problem", "p0", "problem", "a b"), ("p0:method", "p0", "method", "c d")]
-    assert failures == Counter({"request_error": 1, "no_json": 1, "missing_query": 1})
+    assert table.rows() == [("p0:problem", "p0", "problem", "a b"), ("p0:method", "p0", "method", "c d"),
+                            ("p5:problem", "p5", "problem", "e f"), ("p5:method", "p5", "method", "g h")]
+    assert failures == Counter({"request_error": 1, "no_json": 1, "missing_query": 1, "length": 1})
+    assert obtained == Counter({"constrained": 1, "repaired": 1})

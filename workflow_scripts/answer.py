@@ -12,7 +12,9 @@ Out (results/<dataset>/answers/):
 - <policy>_study_c.parquet        Study C judge: is_answer, then accuracy … overall 1–5 (question and answer only);
 - summary.csv                     per policy: answers, Study A means on the questions every policy answered and was
                                   judged on (faithfulness also dropping questions where any policy abstained),
-                                  Study C answer rate and unconditional / conditional overall means, parse failures;
+                                  Study C answer rate and unconditional / conditional overall means, and per judge
+                                  the parse failures and how every judgment came about (`<judge>_replies`, e.g.
+                                  "constrained: 15; length: 2"; see judges.obtained_counts);
 - comparisons.csv                 paired differences of correctness vs the first policy, bootstrap over groups.
 Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts.
 """
@@ -91,8 +93,10 @@ def policy_table(policies: Sequence[str], study_a: Sequence[str], study_c: Seque
     """One row per (qid, policy) with both judges' verdicts (null where a judgment failed)."""
     rows = []
     for policy, path_a, path_c in zip(policies, study_a, study_c):
-        a = pl.read_parquet(path_a).select("item_id", "status", "abstained", "correctness", pl.col("faithfulness").alias("faithful"))
-        c = pl.read_parquet(path_c).select("item_id", pl.col("status").alias("status_c"), "is_answer", "overall")
+        a = pl.read_parquet(path_a).select("item_id", "status", pl.col("obtained").alias("obtained_a"), "abstained",
+                                           "correctness", pl.col("faithfulness").alias("faithful"))
+        c = pl.read_parquet(path_c).select("item_id", pl.col("status").alias("status_c"),
+                                           pl.col("obtained").alias("obtained_c"), "is_answer", "overall")
         rows.append(a.join(c, on="item_id", how="full", coalesce=True).with_columns(pl.lit(policy).alias("policy")))
     return pl.concat(rows).rename({"item_id": "qid"})
 
@@ -114,8 +118,10 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
             "answer_rate": table.filter(pl.col("policy") == policy)["is_answer"].mean(),
             "overall_unconditional": table.filter(pl.col("policy") == policy)["overall"].cast(pl.Float64).mean(),
             "overall_conditional": table.filter((pl.col("policy") == policy) & pl.col("is_answer"))["overall"].cast(pl.Float64).mean(),
-            "study_a_parse_failed": table.filter((pl.col("policy") == policy) & (pl.col("status") == "parse_failed")).height,
-            "study_c_parse_failed": table.filter((pl.col("policy") == policy) & (pl.col("status_c") == "parse_failed")).height,
+            **{column: table.filter((pl.col("policy") == policy) & (pl.col(status) == "parse_failed")).height
+               for column, status in (("study_a_parse_failed", "status"), ("study_c_parse_failed", "status_c"))},
+            **{f"{judge}_replies": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list())
+               for judge, column in (("study_a", "obtained_a"), ("study_c", "obtained_c"))},
         }
         for policy in policies
     ])

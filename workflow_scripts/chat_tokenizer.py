@@ -126,7 +126,7 @@ class ChatTokenizer:
     """Chat template, encoding and decoding of one model folder (see the module docstring)."""
 
     def __init__(self, folder: Path):
-        folder = Path(folder)
+        self.folder = folder = Path(folder)
         config_path = folder / "tokenizer_config.json"
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
         self.special_tokens = {

@@ -201,7 +201,9 @@ _RESULT_COLUMNS = {
     "mean_entropy": Column(pl.Float64(), nullable=True, doc="mean next-token entropy over generated tokens, nats"),
     "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
     "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
-    "uncertainty_basis": Column(pl.String(), nullable=True, doc="full_vocabulary | top_<k> (see llm.py)"),
+    "uncertainty_basis": Column(
+        pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm.py)"
+    ),
     "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
     "backend": Column(pl.String(), doc="transformers | openai | vllm"),
     "model": Column(pl.String(), doc="the model reference from the config"),
@@ -226,6 +228,7 @@ GENERATIONS = Contract(
         "status": Column(pl.String(), doc="ok | error"),
         "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
         "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
+        "constrained": Column(pl.Boolean(), doc="decoded under its step's reply schema (constraints.py)"),
         **{
             name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
             for name, column in _RESULT_COLUMNS.items()
@@ -246,14 +249,18 @@ GENERATIONS = Contract(
 
 # --- Judging (judges.py): one judgment per item, Study C and Study A
 
-STATUSES = frozenset({"ok", "parse_failed", "error"})
+STATUSES = frozenset({"ok", "length", "parse_failed", "error"})
+OBTAINED = ("constrained", "parsed", "repaired", "reasked", "length", "parse_failed", "error")
 STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
 
 _COMMON = {
     "item_id": Column(pl.String(), doc="the judged item (e.g. '<qid>|<policy>')"),
-    "status": Column(pl.String(), doc="ok | parse_failed | error"),
+    "status": Column(pl.String(), doc="ok | length (the reply was cut by its token budget) | parse_failed | error"),
     "attempts": Column(pl.Int32(), doc="judge calls made (1 + re-asks)"),
-    "repaired": Column(pl.Boolean(), doc="the accepted reply's JSON needed repair"),
+    "obtained": Column(
+        pl.String(), doc="how the last reply was obtained: constrained (decoded under its schema) | parsed (strict "
+        "JSON, unconstrained) | repaired | reasked (accepted on a re-ask) | length | parse_failed | error",
+    ),
 }
 _TAIL = {
     "reply": Column(pl.String(), nullable=True, doc="the judge's last raw reply"),
@@ -270,7 +277,7 @@ JUDGMENTS_C = Contract(
         **_TAIL,
     },
     key=("item_id",),
-    enums={"status": STATUSES},
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
 )
 
 JUDGMENTS_A = Contract(
@@ -283,7 +290,7 @@ JUDGMENTS_A = Contract(
         **_TAIL,
     },
     key=("item_id",),
-    enums={"status": STATUSES},
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
 )
 
 

@@ -13,7 +13,11 @@ Study A's judge sees the question, the reference answers, the evidence units sho
 answer: correctness 0/1/2 against the references (wrong, unsupported or an unjustified abstention 0; partial
 1; correct 2) and faithfulness 0/1/2 against the units shown; an abstention gets no faithfulness score (null).
 
-Parsing each reply: strict JSON, then repair (`prompts.parse_json`), then validation. A reply that fails —
+Both judges are decoded under their reply schema (`prompts.JUDGE_C_REPLY`, `prompts.JUDGE_A_REPLY`) when the
+judge's backend has structured outputs on (the default), so a reply is valid JSON with every score in range by
+construction; `obtained` records how each accepted reply came about (constrained, parsed, repaired, reasked).
+Parsing each reply: strict JSON, then repair (`prompts.parse_json`), then validation. A reply cut by its token
+budget is status "length" (never re-asked: the same budget would cut it again). A reply that fails otherwise —
 no JSON, a missing key, a non-integer, or a score out of range (a failure, never clamped) — is re-asked up to
 `max_reasks` times: the conversation so far grows by the judge's reply and a turn giving the reason, and
 the judge is asked again (each re-ask is a new prompt, so a new cache key, and a greedy judge is not simply
@@ -37,7 +41,7 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts import llm, prompts
-from workflow_scripts.contracts import JUDGMENTS_A, JUDGMENTS_C, STUDY_C_METRICS, Contract, frame
+from workflow_scripts.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, Contract, frame
 
 log = logging.getLogger(__name__)
 
@@ -137,14 +141,18 @@ def judge(
         for item_id, row in zip(pending, table.iter_rows(named=True)):
             base = {"item_id": item_id, "attempts": attempt, "judge_model": engine.config.model, "reply": row["text"]}
             if row["status"] == "error":
-                results[item_id] = {**base, "status": "error", "repaired": False, "failure": row["error"]}
+                results[item_id] = {**base, "status": "error", "obtained": "error", "failure": row["error"]}
                 continue
-            parsed = prompts.parse_json(row["text"], dict)
+            parsed, obtained = prompts.read_reply(row, dict)
             scores, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
             if scores is not None:
-                results[item_id] = {**base, **scores, "status": "ok", "repaired": parsed.repaired}
+                results[item_id] = {**base, **scores, "status": "ok", "obtained": "reasked" if attempt > 1 else obtained}
                 continue
-            results[item_id] = {**base, "status": "parse_failed", "repaired": False, "failure": failure}
+            if obtained == "length":
+                results[item_id] = {**base, "status": "length", "obtained": "length",
+                                    "failure": f"the reply was cut at {row['completion_tokens']} tokens"}
+                continue
+            results[item_id] = {**base, "status": "parse_failed", "obtained": "parse_failed", "failure": failure}
             turns = prompts.render(reask, {"reason": failure})
             asked = pending[item_id]
             retry[item_id] = replace(
@@ -155,23 +163,31 @@ def judge(
     table = frame([results[item_id] for item_id in originals], spec.contract)
     counts = summary(table)
     log.info(
-        "judge %s: %d items, %d ok (%d repaired), %d parse_failed (%.1f%%), %d errors (%.1f%%)", spec.template,
-        counts["items"], counts["ok"], counts["repaired"], counts["parse_failed"], 100 * counts["parse_failed_share"],
-        counts["error"], 100 * counts["error_share"],
+        "judge %s: %d items, %d ok (%d constrained, %d parsed, %d repaired, %d reasked), %d cut by length, "
+        "%d parse_failed (%.1f%%), %d errors (%.1f%%)", spec.template, counts["items"], counts["ok"],
+        counts["constrained"], counts["parsed"], counts["repaired"], counts["reasked"], counts["length"],
+        counts["parse_failed"], 100 * counts["parse_failed_share"], counts["error"], 100 * counts["error_share"],
     )
     return table
 
 
 def summary(judgments: pl.DataFrame) -> dict[str, float]:
-    """Counts of ok, repaired, parse_failed and error judgments, and the shares of the last two."""
-    statuses = Counter(judgments["status"].to_list())
+    """Counts of judgments by how they were obtained (OBTAINED) and of ok ones, and the parse_failed and error
+    shares."""
+    obtained = Counter(judgments["obtained"].to_list())
     items = judgments.height
     return {
-        "items": items, "ok": statuses["ok"], "parse_failed": statuses["parse_failed"], "error": statuses["error"],
-        "repaired": int(judgments.filter(pl.col("status") == "ok")["repaired"].sum()),
-        "parse_failed_share": statuses["parse_failed"] / items if items else 0.0,
-        "error_share": statuses["error"] / items if items else 0.0,
+        "items": items, "ok": judgments.filter(pl.col("status") == "ok").height,
+        **{how: obtained[how] for how in OBTAINED},
+        "parse_failed_share": obtained["parse_failed"] / items if items else 0.0,
+        "error_share": obtained["error"] / items if items else 0.0,
     }
+
+
+def obtained_counts(obtained: Sequence[str | None]) -> str:
+    """How a set of judgments came about, as "constrained: 15; length: 2" (OBTAINED order, non-zero counts)."""
+    counts = Counter(obtained)
+    return "; ".join(f"{how}: {counts[how]}" for how in OBTAINED if counts[how])
 
 
 # ---- Study B: deterministic answer scores ---------------------------------------------------------------

@@ -20,9 +20,25 @@ Backends:
   header. Refused connections, timeouts, HTTP 429 and 5xx are retried `max_retries` times with exponential
   backoff (`backoff_s` × 2^attempt); a request that still fails, or gets another 4xx or an unreadable body, is
   recorded with status "error" and its cause and the run carries on.
-- "vllm": offline batches through `vllm.LLM(...).generate` with `SamplingParams(logprobs=k)` on prompts
-  tokenized here (so the prompt is exactly the rendered chat template). vLLM is CUDA-only and lives in the
-  `gpu` extra (envs/gpu.yaml); it is imported only when this backend is loaded.
+- "vllm": offline batches through `vllm.LLM(...).generate` with `SamplingParams(logprobs=k)` on prompt token ids
+  rendered here by the same torch-free `ChatTokenizer` as transformers (so both backends see identical prompts),
+  in a worker process (`vllm_worker.py`) that runs in the Python with vLLM: `vllm.python`, else this interpreter
+  if it has vllm (the GPU environment, envs/gpu.yaml), else .venv-vllm (vLLM's CPU build, `./setup.sh --vllm`).
+  The worker starts, and loads the weights, only when a request is missing from the cache; one engine serves a
+  job. A GGUF model is converted to a safetensors folder once (as for transformers). The `vllm` block's keys go
+  to `vllm.LLM` (e.g. enforce_eager, dtype, max_model_len), except three read here: `python`, and on CPU
+  `kv_cache_gib` (VLLM_CPU_KVCACHE_SPACE, default 2; more than the free memory is an error before any start)
+  and `threads_bind` (VLLM_CPU_OMP_THREADS_BIND, default every CPU this process may use, e.g. "0-1"). CPU
+  defaults: enforce_eager true and dtype float32 (VLLM_CPU_DEFAULTS; measured, README "vLLM on CPU").
+
+Structured outputs (`structured_outputs: true`, the default): a request whose template declares a reply
+constraint (`prompts.py`, `constraints.py`) is decoded under it. transformers: an xgrammar logits processor inside
+the same batched `generate`, grammars compiled once per (tokenizer, constraint) and reused across batches; vllm:
+`SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))` (or `grammar=` an exact EBNF); openai:
+`response_format: {"type": "json_schema", ...}`; a server that rejects it stops the job with one error naming the
+key that turns it off. A constrained request gets its schema's worst-case token budget instead of max_new_tokens
+and no stop strings, the constraint joins its cache key, and its GENERATIONS row says `constrained`. Batches never
+mix constrained and free-text requests. With the key off, nothing is constrained (and cache keys are as before).
 
 Uncertainty (per request, over the generated tokens including a final end-of-sequence token):
 `mean_entropy` (mean over tokens of the entropy of the next-token distribution, nats), `min_token_prob`
@@ -30,7 +46,10 @@ Uncertainty (per request, over the generated tokens including a final end-of-seq
 probabilities). `uncertainty_basis` says what the entropy was computed over: "full_vocabulary" for
 transformers; "top_<k>" for openai/vllm, where only the top-k log probabilities are returned and the entropy is
 the partial sum -Σ p·log p over those k tokens (a lower bound of the full entropy; the tail mass is ignored).
-When a server returns no log probabilities, all three are null.
+When a server returns no log probabilities, all three are null. A constrained reply on transformers is
+measured over the distribution the grammar left at each step (disallowed tokens masked, the rest renormalized):
+`uncertainty_basis` "grammar_masked". vllm and openai report the engine's own log probabilities (vLLM's default
+is the raw, unmasked distribution). Study B's uncertainty features come from free-text answers, never constrained.
 
 Latency: openai rows carry their own request's wall time (retries included). transformers and vllm generate a
 batch at once; its wall time is split over its requests in proportion to the tokens each processed (prompt +
@@ -58,10 +77,16 @@ Sampled generation (temperature > 0) seeds torch with `seed` before each batch, 
 same batches only; greedy output does not depend on the batching beyond floating-point noise.
 """
 
+import atexit
+import importlib.util
 import json
 import logging
 import math
 import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -77,6 +102,7 @@ import requests
 from workflow_scripts import models, prompts
 from workflow_scripts.cache import append_cache, content_key, read_cache
 from workflow_scripts.chat_tokenizer import ChatTokenizer
+from workflow_scripts.constraints import Constraint
 from workflow_scripts.contracts import BACKENDS, GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.errors import InputError
 
@@ -84,8 +110,11 @@ log = logging.getLogger(__name__)
 DTYPES = ("float32", "bfloat16", "float16")
 
 MIN_CUT_TOKENS = 16
+GRAMMAR_MASKED = "grammar_masked"
 WEIGHTS_LOADED = "llm: loading model weights"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+SCHEMA_REJECTED = frozenset({400, 422, 501})
+SCHEMA_WORDS = re.compile(r"response_format|json_schema|schema|structured|grammar", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -146,6 +175,7 @@ class EngineConfig:
     backoff_s: float = 1.0
     concurrency: int = 8
     chars_per_token: float = 4.0
+    structured_outputs: bool = True
     vllm: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -181,10 +211,12 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
 
 
 class Prompt(NamedTuple):
-    """A request as sent: the chat messages and the rendered text the model sees (the cache key's prompt)."""
+    """A request as sent: the chat messages, the rendered text the model sees (the cache key's prompt) and the
+    reply constraint it is decoded under (None: free text)."""
 
     messages: list[dict[str, str]]
     text: str
+    constraint: Constraint | None = None
 
 
 class Outcome(NamedTuple):
@@ -199,6 +231,7 @@ class Outcome(NamedTuple):
     sequence_logprob: float | None = None
     latency_s: float = 0.0
     error: str | None = None
+    uncertainty_basis: str | None = None  # set when it differs from the backend's (a grammar-masked distribution)
 
 
 class Backend(Protocol):
@@ -220,10 +253,12 @@ class Backend(Protocol):
 
 @dataclass(frozen=True)
 class Engine:
-    """A configured LLM with its loaded backend; reuse it across `generate` calls of a stage."""
+    """A configured LLM with its loaded backend (and its context length when known); reuse it across `generate`
+    calls of a stage."""
 
     config: EngineConfig
     backend: Backend
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +270,11 @@ class Request:
     fields: Mapping[str, str]
     evidence: tuple[str, ...] = ()
     followup: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def constraint(self) -> Constraint | None:
+        """The reply constraint its template declares for these fields (None: free text)."""
+        return self.template.constraint(self.fields) if self.template.constraint else None
 
 
 class Fitted(NamedTuple):
@@ -350,6 +390,10 @@ class TransformersBackend:
         return {token for token in [*(eos if isinstance(eos, list) else [eos]), self.chat.eos_token_id]
                 if token is not None}
 
+    @cached_property
+    def grammars(self) -> "Grammars":
+        return Grammars(self.chat.folder, self.model.config.vocab_size, sorted(self.eos_ids), self.fingerprint)
+
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.chat.render(messages)
 
@@ -396,6 +440,10 @@ class TransformersBackend:
             options.update(temperature=sampling.temperature, top_p=sampling.top_p)
         if sampling.stop:
             options.update(stopping_criteria=StoppingCriteriaList([StopStrings()]))
+        grammar = None
+        if batch[0].constraint is not None:
+            grammar = self.grammars.processor([prompt.constraint for prompt in batch])
+            options.update(logits_processor=[grammar])
         with torch.inference_mode():
             output = self.model.generate(
                 **encoded, max_new_tokens=sampling.max_new_tokens, output_logits=True, return_dict_in_generate=True,
@@ -406,7 +454,10 @@ class TransformersBackend:
         outcomes = []
         for row, (tokens, prompt_tokens) in enumerate(zip(generated, lengths)):
             end, stopped = self._end(tokens, sampling.stop)
-            logprobs = torch.stack([output.logits[step][row].float() for step in range(end)]).log_softmax(-1)
+            logits = torch.stack([output.logits[step][row].float() for step in range(end)])
+            if grammar is not None:  # uncertainty over the distribution the grammar left (masked, renormalized)
+                logits = logits.masked_fill(~torch.stack([grammar.allowed[step][row] for step in range(end)]), -math.inf)
+            logprobs = logits.log_softmax(-1)
             chosen = logprobs[torch.arange(end), torch.tensor(tokens[:end])]
             entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)
             text = self.chat.decode(tokens[:end], skip_special_tokens=True)
@@ -415,7 +466,7 @@ class TransformersBackend:
             outcomes.append(Outcome(
                 text=text, finish_reason="stop" if stopped else "length", prompt_tokens=int(prompt_tokens),
                 completion_tokens=end, mean_entropy=float(entropy.mean()), min_token_prob=float(chosen.exp().min()),
-                sequence_logprob=float(chosen.sum()),
+                sequence_logprob=float(chosen.sum()), uncertainty_basis=GRAMMAR_MASKED if grammar is not None else None,
             ))
         return outcomes
 
@@ -428,6 +479,65 @@ class TransformersBackend:
         return outcomes
 
 
+class Grammars:
+    """Reply constraints compiled with xgrammar for one model's tokenizer, once per (tokenizer, constraint) and
+    reused across batches; `processor` gives a fresh logits processor for one `generate` call."""
+
+    def __init__(self, folder: Path, vocab_size: int, stop_ids: list[int], fingerprint: str):
+        xgrammar = import_xgrammar()
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
+        self.xgrammar, self.fingerprint = xgrammar, fingerprint
+        self.compiler = xgrammar.GrammarCompiler(info)
+        self.compiled: dict[str, Any] = {}
+
+    def compile(self, constraint: Constraint) -> Any:
+        if constraint.key not in self.compiled:
+            kind, spec = constraint.grammar_spec()
+            try:
+                self.compiled[constraint.key] = (
+                    self.compiler.compile_grammar(spec) if kind == "grammar"
+                    else self.compiler.compile_json_schema(spec, any_whitespace=False)
+                )
+            except (RuntimeError, ValueError) as error:
+                raise InputError(
+                    f"template {constraint.template}: its reply constraint cannot be compiled for the tokenizer of "
+                    f"{self.fingerprint[:12]} ({str(error).strip().splitlines()[-1]})"
+                ) from None
+        return self.compiled[constraint.key]
+
+    def processor(self, batch: Sequence[Constraint]) -> Any:
+        """An xgrammar logits processor for these rows that also records, per step, which tokens it allowed."""
+        import torch
+
+        class Masking(self.xgrammar.contrib.hf.LogitsProcessor):
+            allowed: list[Any]
+
+            def __call__(self, input_ids: Any, scores: Any) -> Any:
+                scores = super().__call__(input_ids, scores)
+                self.allowed.append(~torch.isneginf(scores))
+                return scores
+
+        masking = Masking([self.compile(constraint) for constraint in batch])
+        masking.allowed = []
+        return masking
+
+
+def import_xgrammar() -> Any:
+    """The xgrammar module, or one InputError saying how to get it."""
+    try:
+        import xgrammar
+        import xgrammar.contrib.hf  # the transformers logits processor
+    except ImportError as error:
+        raise InputError(
+            f"structured outputs on the transformers backend need xgrammar ({error}); run ./setup.sh (it installs "
+            f"xgrammar==0.2.8), or set models.<llm>.structured_outputs: false to parse free-text replies instead"
+        ) from None
+    return xgrammar
+
+
 # ---- OpenAI-compatible HTTP backend ---------------------------------------------------------------------
 
 
@@ -436,8 +546,8 @@ class OpenAIBackend:
 
     name = "openai"
 
-    def __init__(self, config: EngineConfig):
-        self.config = config
+    def __init__(self, config: EngineConfig, where: str = "models.generator"):
+        self.config, self.where = config, where
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.device = config.base_url
         self.fingerprint = f"openai-model:{config.model}"
@@ -457,10 +567,12 @@ class OpenAIBackend:
     def cut(self, text: str, max_tokens: int) -> str:
         return text[: int(max_tokens * self.config.chars_per_token)]
 
-    def body(self, messages: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
-        """The JSON body of one chat-completions request."""
+    def body(self, prompt: Prompt, sampling: Sampling) -> dict[str, Any]:
+        """The JSON body of one chat-completions request (a constrained one carries its schema as
+        `response_format`, with its own token budget: see `constrained_sampling`)."""
+        sampling = constrained_sampling(sampling, prompt.constraint)
         body: dict[str, Any] = {
-            "model": self.config.model, "messages": messages, "temperature": sampling.temperature,
+            "model": self.config.model, "messages": prompt.messages, "temperature": sampling.temperature,
             "max_tokens": sampling.max_new_tokens, "seed": sampling.seed,
         }
         if sampling.temperature > 0:
@@ -469,6 +581,10 @@ class OpenAIBackend:
             body["stop"] = list(sampling.stop)
         if self.config.top_logprobs:
             body.update(logprobs=True, top_logprobs=self.config.top_logprobs)
+        if prompt.constraint is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": prompt.constraint.template, "schema": prompt.constraint.schema, "strict": True,
+            }}
         return body
 
     def _headers(self) -> dict[str, str]:
@@ -484,8 +600,7 @@ class OpenAIBackend:
                 time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
             try:
                 response = requests.post(
-                    self.url, json=self.body(prompt.messages, sampling), headers=self._headers(),
-                    timeout=self.config.timeout_s,
+                    self.url, json=self.body(prompt, sampling), headers=self._headers(), timeout=self.config.timeout_s,
                 )
             except (requests.ConnectionError, requests.Timeout) as error:
                 cause = f"{type(error).__name__} from {self.url}"
@@ -496,6 +611,14 @@ class OpenAIBackend:
             if response.status_code in RETRY_STATUS:
                 cause = f"HTTP {response.status_code} from {self.url}: {response.text[:200]}"
                 continue
+            if prompt.constraint is not None and response.status_code in SCHEMA_REJECTED and \
+                    SCHEMA_WORDS.search(response.text):
+                raise InputError(
+                    f"the server at {self.config.base_url} rejected a request with response_format json_schema "
+                    f"(template {prompt.constraint.template}; HTTP {response.status_code}: {response.text[:200]}); "
+                    f"if it does not support structured outputs, set {self.where}.structured_outputs: false (replies "
+                    f"are then parsed, repaired and re-asked)"
+                )
             if response.status_code != 200:
                 return Outcome(error=f"HTTP {response.status_code} from {self.url}: {response.text[:200]}",
                                latency_s=time.perf_counter() - started)
@@ -531,81 +654,160 @@ def parse_chat_completion(payload: Mapping[str, Any]) -> Outcome:
     )
 
 
-# ---- vLLM offline backend -------------------------------------------------------------------------------
+# ---- vLLM backend: one engine process per job -------------------------------------------------------------
+
+VLLM_WORKER = Path(__file__).with_name("vllm_worker.py")
+VLLM_ENV = Path(__file__).resolve().parents[1] / ".venv-vllm"  # the vllm-cpu environment `./setup.sh --vllm` builds
+VLLM_OWN_KEYS = frozenset({"python", "kv_cache_gib", "threads_bind"})  # read here; the rest goes to vllm.LLM
+# every device: xgrammar (as on transformers) and compact JSON, which the constraints' token budgets assume
+VLLM_DEFAULTS = {"structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}}
+VLLM_CPU_DEFAULTS = {"enforce_eager": True, "dtype": "float32"}  # measured on 2 cores: see README, "vLLM on CPU"
+VLLM_CPU_KV_CACHE_GIB = 2
 
 
-def import_vllm() -> Any:
-    """The vllm module, or one InputError saying how to get it."""
-    try:
-        import vllm
-    except ImportError as error:
-        raise InputError(
-            f"backend 'vllm' needs the vllm package ({error}); it is CUDA-only and pins its own torch: create the "
-            f"GPU environment from envs/gpu.yaml (or `pip install .[gpu]` in a separate environment), or set "
-            f"models.<llm>.backend to transformers or openai"
-        ) from None
-    return vllm
+def vllm_python(config: EngineConfig, where: str) -> str:
+    """The interpreter that runs the engine: `vllm.python`, else this one if it has vllm, else .venv-vllm's."""
+    given = config.vllm.get("python")
+    if given:
+        if not (Path(given).is_file() and os.access(given, os.X_OK)):
+            raise InputError(f"{where}.vllm.python: {given} is not an executable Python")
+        return str(given)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    if (VLLM_ENV / "bin" / "python").is_file():
+        return str(VLLM_ENV / "bin" / "python")
+    raise InputError(
+        f"backend 'vllm' needs vLLM, which this environment does not have: on a CPU machine run `./setup.sh --vllm` "
+        f"(it builds {VLLM_ENV.name} from the vllm-cpu extra), on a CUDA machine use envs/gpu.yaml (the gpu extra); "
+        f"or set {where}.vllm.python to an interpreter that has vllm, or {where}.backend to transformers"
+    )
+
+
+def _cpu_list() -> str:
+    """The CPUs this process may run on, as vLLM's thread-binding list (e.g. "0-1")."""
+    cpus = sorted(os.sched_getaffinity(0))
+    runs, start = [], cpus[0]
+    for previous, current in zip(cpus, cpus[1:] + [None]):
+        if current != previous + 1:
+            runs.append(f"{start}-{previous}" if previous > start else str(start))
+            start = current
+    return ",".join(runs)
+
+
+def _available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return math.inf
 
 
 class VllmBackend:
-    """Offline batched generation with `vllm.LLM` on token ids from the model's own chat template."""
+    """Offline batched generation with `vllm.LLM` in a worker process (`vllm_worker.py`), on token ids of the
+    model's own chat template rendered here (`ChatTokenizer`, as the transformers backend does). The worker, and
+    with it the engine, starts on the first batch: a stage whose requests are all cached never starts vLLM."""
 
     name = "vllm"
 
-    def __init__(self, config: EngineConfig, vllm: Any):
-        path = models.resolve(config.model)
-        if path.is_file():
-            raise InputError(
-                f"model '{config.model}' resolves to the file {path}; the vllm backend needs a transformers model "
-                f"folder or a cached hub id (use backend transformers for packaged GGUF models)"
-            )
-        self.vllm, self.config = vllm, config
-        self.fingerprint = models.path_fingerprint(path)
+    def __init__(self, config: EngineConfig, folder: Path, fingerprint: str, where: str):
+        self.config, self.folder, self.where = config, folder, where
+        self.python = vllm_python(config, where)
+        self.chat = ChatTokenizer(folder)
         self.device = config.device
         self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
-        self.llm = vllm.LLM(model=str(path), seed=config.sampling.seed, **dict(config.vllm))
-        self.tokenizer = self.llm.get_tokenizer()
+        options = {**VLLM_DEFAULTS, **(VLLM_CPU_DEFAULTS if config.device == "cpu" else {}),
+                   **{key: value for key, value in config.vllm.items() if key not in VLLM_OWN_KEYS}}
+        self.llm_kwargs = {"model": str(folder), "seed": config.sampling.seed, **options}
+        self.fingerprint = f"{fingerprint}+vllm:{options.get('dtype', 'auto')}"  # another precision: other outputs
+        self.environment = dict(os.environ)
+        if config.device == "cpu":
+            space = config.vllm.get("kv_cache_gib", VLLM_CPU_KV_CACHE_GIB)
+            if space > _available_gib():
+                raise InputError(
+                    f"{where}.vllm.kv_cache_gib = {space} GiB is more than the {_available_gib():.1f} GiB of memory "
+                    f"available; lower it (the default is {VLLM_CPU_KV_CACHE_GIB})"
+                )
+            self.environment.update(
+                VLLM_CPU_KVCACHE_SPACE=str(space), VLLM_CPU_OMP_THREADS_BIND=config.vllm.get("threads_bind", _cpu_list()),
+            )
+            self.environment.setdefault("VLLM_USE_AOT_COMPILE", "0")
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-
-    def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.chat.render(messages)
 
     def count_tokens(self, text: str) -> int:
-        return len(self._ids(text))
+        return len(self.chat.encode(text))
 
     def cut(self, text: str, max_tokens: int) -> str:
-        return self.tokenizer.decode(self._ids(text)[:max_tokens])
+        return self.chat.cut(text, max_tokens)
 
-    def sampling_params(self, sampling: Sampling) -> Any:
-        return self.vllm.SamplingParams(
-            n=1, temperature=sampling.temperature, top_p=sampling.top_p if sampling.temperature > 0 else 1.0,
-            max_tokens=sampling.max_new_tokens, seed=sampling.seed, stop=list(sampling.stop),
-            logprobs=self.config.top_logprobs or None,
+    @cached_property
+    def worker(self) -> subprocess.Popen:
+        log.info("%s (vllm on %s, %s)", WEIGHTS_LOADED, self.device, self.folder)
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 — the worker writes to it until close()
+        worker = subprocess.Popen(
+            [self.python, str(VLLM_WORKER), json.dumps(self.llm_kwargs)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.environment,
         )
+        atexit.register(self.close)
+        self.ready = self._receive(worker, "start")["ready"]
+        return worker
+
+    def _receive(self, worker: subprocess.Popen, doing: str) -> dict[str, Any]:
+        line = worker.stdout.readline()
+        if not line:
+            worker.wait()
+            self._log.seek(0)
+            lines = [text for text in self._log.read().splitlines() if text.strip()]
+            errors = [text for text in lines if "Error" in text] or lines or ["(no output)"]
+            raise InputError(
+                f"vLLM ({self.python}) failed to {doing} the model in {self.folder} (exit {worker.returncode}): "
+                f"{errors[-1].strip()[:400]}. vLLM loads transformers model folders (config.json and safetensors) of "
+                f"the architectures it supports; a GGUF model is converted into such a folder by the pipeline"
+            )
+        return json.loads(line)
+
+    def close(self) -> None:
+        worker = vars(self).get("worker")
+        if worker is not None and worker.poll() is None:
+            worker.stdin.close()
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+    def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None) -> dict[str, Any]:
+        """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=
+        schema)` or `(grammar=ebnf)` (decoded by xgrammar without whitespace: VLLM_DEFAULTS)."""
+        sampling = constrained_sampling(sampling, constraint)
+        structured = None
+        if constraint is not None:
+            kind, spec = constraint.grammar_spec()
+            structured = {kind: spec}
+        return {
+            "n": 1, "temperature": sampling.temperature, "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+            "max_tokens": sampling.max_new_tokens, "seed": sampling.seed, "stop": list(sampling.stop),
+            "logprobs": self.config.top_logprobs or None, "structured": structured,
+        }
 
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        worker = self.worker
         started = time.perf_counter()
-        results = self.llm.generate(
-            [{"prompt_token_ids": self._ids(prompt.text)} for prompt in batch], self.sampling_params(sampling),
-            use_tqdm=False,
-        )
-        outcomes = [parse_vllm_output(result) for result in results]
-        return _apportion(time.perf_counter() - started, outcomes)
+        request = {"prompts": [self.chat.encode(prompt.text) for prompt in batch],
+                   "params": [self.sampling_params(sampling, prompt.constraint) for prompt in batch]}
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        outputs = self._receive(worker, "generate with")["outputs"]
+        return _apportion(time.perf_counter() - started, [parse_vllm_output(output) for output in outputs])
 
 
-def parse_vllm_output(result: Any) -> Outcome:
-    """An `Outcome` from a vLLM RequestOutput (its first completion; logprobs: per-token {id: Logprob})."""
-    completion = result.outputs[0]
-    steps = []
-    for token, top in zip(completion.token_ids, completion.logprobs or []):
-        values = {token_id: entry.logprob for token_id, entry in top.items()}
-        steps.append((values[token], sorted(values.values(), reverse=True)))
-    entropy, min_prob, logprob = topk_uncertainty(steps)
+def parse_vllm_output(output: Mapping[str, Any]) -> Outcome:
+    """An `Outcome` from one of the worker's outputs (or its error)."""
+    if "error" in output:
+        return Outcome(error=f"vllm: {output['error']}")
+    entropy, min_prob, logprob = topk_uncertainty([(chosen, top) for chosen, top in output["steps"] or []])
     return Outcome(
-        text=completion.text, finish_reason="length" if completion.finish_reason == "length" else "stop",
-        prompt_tokens=len(result.prompt_token_ids), completion_tokens=len(completion.token_ids),
+        text=output["text"], finish_reason="length" if output["finish_reason"] == "length" else "stop",
+        prompt_tokens=output["prompt_tokens"], completion_tokens=len(output["token_ids"]),
         mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
     )
 
@@ -628,18 +830,54 @@ def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models
             fingerprint = f"{fingerprint}+{config.dtype}"
         chat = ChatTokenizer(folder)
         weights = partial(models.causal_lm_weights, config.model, folder, fingerprint, config.device, config.dtype)
-        return Engine(config, TransformersBackend(chat, fingerprint, weights, config.device, config.batch_size))
+        return Engine(config, TransformersBackend(chat, fingerprint, weights, config.device, config.batch_size), limit)
     if config.backend == "openai":
-        return Engine(config, OpenAIBackend(config))
-    return Engine(config, VllmBackend(config, import_vllm()))
+        return Engine(config, OpenAIBackend(config, where))
+    folder, fingerprint = models.causal_lm_folder(config.model, model_cache)  # a GGUF model is converted once
+    if not (folder / "config.json").is_file():
+        raise InputError(
+            f"{where}.model: {folder} is not a transformers model folder (no config.json); the vllm backend loads "
+            f"model folders (config.json and safetensors), or a GGUF file, which the pipeline converts into one"
+        )
+    limit = config.vllm.get("max_model_len") or models.context_length(folder)
+    if limit and config.max_prompt_tokens + config.sampling.max_new_tokens > limit:
+        raise InputError(
+            f"{where}: max_prompt_tokens ({config.max_prompt_tokens}) + sampling.max_new_tokens "
+            f"({config.sampling.max_new_tokens}) exceed the model's context of {limit} tokens"
+        )
+    return Engine(config, VllmBackend(config, folder, fingerprint, where), limit)
 
 
-def request_key(backend: Backend, sampling: Sampling, top_logprobs: int, prompt_text: str) -> str:
-    """The cache key of one request (see the module docstring)."""
+def request_key(
+    backend: Backend, sampling: Sampling, top_logprobs: int, prompt_text: str, constraint: Constraint | None = None
+) -> str:
+    """The cache key of one request (see the module docstring); a constraint adds its schema / grammar."""
     settings = sampling.key_fields()
     if backend.name != "transformers":
         settings["top_logprobs"] = top_logprobs
+    if constraint is not None:
+        settings["constraint"] = constraint.key
     return content_key(backend.fingerprint, backend.name, json.dumps(settings, sort_keys=True), prompt_text)
+
+
+def constrained_sampling(settings: Sampling, constraint: Constraint | None) -> Sampling:
+    """The decoding settings of one request: a constrained reply gets its schema's token budget and no stop
+    strings (the grammar decides where it ends); free text keeps `settings`."""
+    if constraint is None:
+        return settings
+    return replace(settings, max_new_tokens=constraint.token_budget, stop=())
+
+
+def _check_budget(engine: Engine, constraint: Constraint) -> None:
+    limit, prompt_room = engine.context_length, engine.config.max_prompt_tokens
+    if limit and prompt_room + constraint.token_budget > limit:
+        room = limit - constraint.token_budget
+        fix = f"lower max_prompt_tokens to at most {room}" if room >= 64 else "use a model (or vllm.max_model_len) " \
+            f"with a context of at least {prompt_room + constraint.token_budget} tokens"
+        raise InputError(
+            f"template {constraint.template}: its reply schema needs up to {constraint.token_budget} new tokens, and "
+            f"with max_prompt_tokens = {prompt_room} that exceeds the model's context of {limit} tokens; {fix}"
+        )
 
 
 def _row(outcome: Outcome, engine: Engine, key: str) -> dict[str, Any]:
@@ -650,7 +888,8 @@ def _row(outcome: Outcome, engine: Engine, key: str) -> dict[str, Any]:
         "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
         "mean_entropy": outcome.mean_entropy, "min_token_prob": outcome.min_token_prob,
         "sequence_logprob": outcome.sequence_logprob,
-        "uncertainty_basis": backend.uncertainty_basis if outcome.min_token_prob is not None else None,
+        "uncertainty_basis": (outcome.uncertainty_basis or backend.uncertainty_basis)
+        if outcome.min_token_prob is not None else None,
         "latency_s": outcome.latency_s, "backend": backend.name, "model": engine.config.model,
         "device": backend.device, "error": outcome.error,
     }
@@ -665,8 +904,18 @@ def generate(
         raise ValueError(f"request ids must be unique; repeated: {sorted(k for k, n in Counter(ids).items() if n > 1)[:5]}")
     config, backend = engine.config, engine.backend
     settings = sampling_from(sampling or {}, config.sampling)
-    fitted = [fit(request, backend, config.max_prompt_tokens) for request in requests]
-    keys = [request_key(backend, settings, config.top_logprobs, item.prompt.text) for item in fitted]
+    fitted = []
+    for request in requests:
+        constraint = request.constraint if config.structured_outputs else None
+        if constraint is not None:
+            _check_budget(engine, constraint)
+        item = fit(request, backend, config.max_prompt_tokens)
+        fitted.append(item._replace(prompt=item.prompt._replace(constraint=constraint)))
+    keys = [
+        request_key(backend, constrained_sampling(settings, item.prompt.constraint), config.top_logprobs,
+                    item.prompt.text, item.prompt.constraint)
+        for item in fitted
+    ]
     cached = read_cache(Path(cache_dir), set(keys), LLM_CACHE)
     found: dict[str, dict[str, Any]] = {row["key"]: row for row in cached.iter_rows(named=True)}
     from_cache = set(found)
@@ -674,10 +923,18 @@ def generate(
     for key, item in zip(keys, fitted):
         if key not in found and key not in todo:
             todo[key] = item.prompt
-    order = sorted(todo, key=lambda key: len(todo[key].text))
+    # free text first, then constrained replies, each sorted by prompt length: a batch never mixes the two
+    order = sorted(todo, key=lambda key: (todo[key].constraint is not None, len(todo[key].text)))
     for start in range(0, len(order), config.shard_size):
         shard = order[start : start + config.shard_size]
-        outcomes = backend.complete([todo[key] for key in shard], settings)
+        outcomes = []
+        for constrained in (False, True):
+            part = [todo[key] for key in shard if (todo[key].constraint is not None) == constrained]
+            if part:
+                budget = max(constrained_sampling(settings, prompt.constraint).max_new_tokens for prompt in part)
+                outcomes += backend.complete(part, replace(constrained_sampling(settings, part[0].constraint),
+                                                           max_new_tokens=budget))
+        shard = sorted(shard, key=lambda key: todo[key].constraint is not None)  # the order outcomes came in
         rows = {key: _row(outcome, engine, key) for key, outcome in zip(shard, outcomes)}
         append_cache(Path(cache_dir), frame([row for row in rows.values() if row["error"] is None], LLM_CACHE), LLM_CACHE)
         found.update(rows)
@@ -700,7 +957,7 @@ def _results(
         seen.add(key)
         rows.append({
             **result, "request_id": request.request_id, "status": "error" if error else "ok", "error": error,
-            "source": source, "evidence_in": len(request.evidence), "evidence_kept": item.kept,
+            "source": source, "constrained": item.prompt.constraint is not None, "evidence_in": len(request.evidence), "evidence_kept": item.kept,
             "evidence_truncated": item.truncated,
         })
     return frame(rows, GENERATIONS)
@@ -710,9 +967,9 @@ def _log_summary(table: pl.DataFrame) -> None:
     sources = Counter(table["source"].to_list())
     errors = table.filter(pl.col("status") == "error")
     log.info(
-        "llm: %d requests, %d generated, %d from cache, %d duplicates, %d errors, %d with truncated evidence",
-        table.height, sources["generated"], sources["cache"], sources["duplicate"], errors.height,
-        int(table["evidence_truncated"].sum()),
+        "llm: %d requests (%d constrained), %d generated, %d from cache, %d duplicates, %d errors, %d with truncated "
+        "evidence", table.height, int(table["constrained"].sum()), sources["generated"], sources["cache"],
+        sources["duplicate"], errors.height, int(table["evidence_truncated"].sum()),
     )
     if errors.height:
         causes = Counter(errors["error"].to_list()).most_common(3)

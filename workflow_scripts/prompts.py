@@ -2,8 +2,9 @@
 
 In:  the config's `prompts:` mapping (optional overrides of the defaults below), and per request the fields a
      template names (question, title, ...) plus the evidence units' texts in rank order.
-Out: `Template`s, chat messages (`render`), and parsed replies (`Reply`: value, whether JSON had to be repaired,
-     and why parsing failed).
+Out: `Template`s, chat messages (`render`), each structured step's reply constraint (`Template.constraint`, see
+     `constraints.py`), and parsed replies (`Reply`: value, whether JSON had to be repaired, and why parsing
+     failed; `read_reply` adds how a generated reply was obtained).
 
 Templates are lists of (role, content) messages in `str.format` syntax: `{question}` is filled from the
 request's fields, `{evidence}` with the evidence units, each written as the template's `evidence_item`
@@ -17,19 +18,33 @@ papers, no outside knowledge, say when the evidence is insufficient); `rephrase`
 and `judge_study_a` are the two judges (parsed in `judges.py`); `reask` is the follow-up turn sent after an
 unusable judge reply.
 
+Reply constraints are declared next to the templates (below DEFAULTS): the two judges, synthetic queries, sub-queries
+(exactly n strings), the listwise rerank (a permutation of the n candidate numbers) and the tool call (a search
+with a query, or a direct answer) are decoded under their JSON Schema on every backend; free-text steps
+(answers, rephrase, the tool's final answer) are not constrained. An override keeps its step's constraint: one
+whose messages no longer mention a field the schema requires gets a warning naming the template (the model
+would be made to write fields it was never asked for).
+
 JSON replies are parsed strictly first, then repaired: the first balanced {...} or [...] block is extracted
 (code fences and chatter around it dropped), trailing commas are removed, single-quoted strings and Python
 literals (True/False/None) are converted. Anything still unparseable is a failure with its reason.
 """
 
 import json
+import logging
 import re
 import string
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, NamedTuple
 
+from workflow_scripts import constraints
+from workflow_scripts.constraints import Constraint, bounded_text, integer, record
+from workflow_scripts.contracts import STUDY_C_METRICS
 from workflow_scripts.errors import InputError
+
+log = logging.getLogger(__name__)
 
 ROLES = ("system", "user", "assistant")
 EVIDENCE_FIELD = "evidence"
@@ -44,6 +59,7 @@ class Template:
     name: str
     messages: tuple[tuple[str, str], ...]
     evidence_item: str = "[{index}] {text}"
+    constraint: Callable[[Mapping[str, str]], Constraint] | None = field(default=None, compare=False)
 
     @property
     def fields(self) -> frozenset[str]:
@@ -115,6 +131,43 @@ REASK_USER = (
     "Your reply could not be used: {reason}. Reply again with only the JSON object in the requested format."
 )
 
+# ---- reply constraints of the structured steps (constraints.py), one per template that asks for JSON ----------
+
+SYNTHETIC_QUERY_CHARS = 300  # "one or two lines of natural language"
+SUBQUERY_CHARS = 200
+TOOL_QUERY_CHARS = 200
+TOOL_ANSWER_CHARS = 600
+JUDGE_C_REPLY = Constraint.of("judge_study_c", {"anyOf": [
+    record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS}),
+    record(is_answer={"const": False}, **{metric: {"const": 0} for metric in STUDY_C_METRICS}),
+]})
+JUDGE_A_REPLY = Constraint.of("judge_study_a", {"anyOf": [
+    record(abstained={"const": False}, correctness=integer(0, 2), faithfulness=integer(0, 2)),
+    record(abstained={"const": True}, correctness=integer(0, 2), faithfulness={"type": "null"}),
+]})
+SYNTHETIC_REPLY = Constraint.of(
+    "synthetic_queries", record(problem=bounded_text(SYNTHETIC_QUERY_CHARS), method=bounded_text(SYNTHETIC_QUERY_CHARS))
+)
+TOOL_CALL_REPLY = Constraint.of("tool_call", {"anyOf": [
+    record(search=bounded_text(TOOL_QUERY_CHARS)), record(answer=bounded_text(TOOL_ANSWER_CHARS)),
+]})
+
+
+@cache
+def subqueries_reply(n: int) -> Constraint:
+    """Exactly n sub-queries (distinctness is checked by the fusion step)."""
+    return Constraint.of("subqueries", {"type": "array", "items": bounded_text(SUBQUERY_CHARS), "minItems": n, "maxItems": n})
+
+
+@cache
+def ranking_reply(n: int) -> Constraint:
+    return constraints.permutation("rerank_listwise", n)
+
+
+def _count(fields: Mapping[str, str]) -> int:
+    return int(fields["n"])
+
+
 DEFAULTS: dict[str, Template] = {
     template.name: template
     for template in (
@@ -130,11 +183,12 @@ DEFAULTS: dict[str, Template] = {
         )),
         Template("subqueries", (
             ("system", "You write search queries for a corpus of research papers."), ("user", SUBQUERIES_USER),
-        )),
+        ), constraint=lambda fields: subqueries_reply(_count(fields))),
         Template("rerank_listwise", (
             ("system", "You rank research papers by relevance to a question."), ("user", RERANK_USER),
-        )),
-        Template("tool_call", (("system", TOOL_SYSTEM), ("user", "Question: {question}"))),
+        ), constraint=lambda fields: ranking_reply(_count(fields))),
+        Template("tool_call", (("system", TOOL_SYSTEM), ("user", "Question: {question}")),
+                 constraint=lambda fields: TOOL_CALL_REPLY),
         Template("tool_answer", (
             ("system", TOOL_SYSTEM), ("user", "Question: {question}"), ("assistant", "{call}"),
             ("user", TOOL_RESULTS_USER),
@@ -142,14 +196,14 @@ DEFAULTS: dict[str, Template] = {
         Template("synthetic_queries", (
             ("system", "You write search queries that would retrieve a given scientific paper."),
             ("user", SYNTHETIC_USER),
-        )),
+        ), constraint=lambda fields: SYNTHETIC_REPLY),
         Template("judge_study_c", (
             ("system", "You are an impartial judge of answers to research questions."), ("user", JUDGE_C_USER),
-        )),
+        ), constraint=lambda fields: JUDGE_C_REPLY),
         Template("judge_study_a", (
             ("system", "You are a strict grader of answers to questions about a research paper."),
             ("user", JUDGE_A_USER),
-        )),
+        ), constraint=lambda fields: JUDGE_A_REPLY),
         Template("reask", (("user", REASK_USER),)),
     )
 }
@@ -190,13 +244,28 @@ def _override(default: Template, override: Any) -> Template:
         raise InputError(
             f"{where}.evidence_item: must contain {{text}} and may contain {{index}}; got {evidence_item!r}"
         )
-    template = Template(default.name, messages, str(evidence_item))
+    template = Template(default.name, messages, str(evidence_item), default.constraint)
     if template.fields != default.fields:
         raise InputError(
             f"{where}: the messages must use exactly the placeholders {sorted(default.fields)}; "
             f"got {sorted(template.fields)}"
         )
+    _warn_unasked(template)
     return template
+
+
+def _warn_unasked(template: Template) -> None:
+    """Warn when an overridden template's messages never mention a field its reply schema requires."""
+    if template.constraint is None:
+        return
+    probe = template.constraint({name: "2" for name in template.fields - {EVIDENCE_FIELD}})  # "n" fields need a number
+    said = " ".join(content for _, content in template.messages)
+    unasked = sorted(name for name in probe.required_fields() if not re.search(rf"\b{re.escape(name)}\b", said))
+    if unasked:
+        log.warning(
+            "prompts.%s: the messages never mention %s, which the reply schema requires; the model will be made to "
+            "write fields it was not asked for (name them in the prompt)", template.name, unasked,
+        )
 
 
 def load_templates(overrides: Mapping[str, Any] | None = None) -> dict[str, Template]:
@@ -229,6 +298,18 @@ class Reply(NamedTuple):
     value: Any
     repaired: bool = False
     failure: str | None = None
+
+
+def read_reply(row: Mapping[str, Any], kind: type = dict) -> tuple[Reply, str]:
+    """(the parsed JSON reply of a GENERATIONS row, how it was obtained): "constrained" (decoded under its
+    schema and strict JSON), "parsed" (strict JSON, unconstrained), "repaired"; on failure "length" (the reply
+    was cut by the token budget) or "parse_failed"."""
+    parsed = parse_json(row["text"], kind)
+    if parsed.value is None:
+        return parsed, "length" if row["finish_reason"] == "length" else "parse_failed"
+    if parsed.repaired:
+        return parsed, "repaired"
+    return parsed, "constrained" if row["constrained"] else "parsed"
 
 
 def _balanced_block(text: str, opener: str) -> str | None:
@@ -304,88 +385,3 @@ def parse_json(text: str, kind: type = dict) -> Reply:
         if isinstance(value, kind):
             return Reply(value, repaired=True)
     return Reply(None, failure="the JSON in the reply cannot be parsed, even after repair")
-
-
-def parse_query(text: str) -> Reply:
-    """A rewritten search query: the first non-empty line, without a "Query:" label or surrounding quotes."""
-    for line in text.splitlines():
-        line = re.sub(r"^\s*(search\s+)?query\s*:\s*", "", line.strip(), flags=re.IGNORECASE).strip().strip("\"'`")
-        if line:
-            return Reply(line)
-    return Reply(None, failure="empty reply")
-
-
-def parse_subqueries(text: str, n: int) -> Reply:
-    """Up to `n` distinct non-empty sub-queries from a JSON list; fewer than `n` means the caller falls back."""
-    parsed = parse_json(text, list)
-    if parsed.value is None:
-        return parsed
-    usable: list[str] = []
-    for item in parsed.value:
-        if isinstance(item, str) and item.strip() and item.strip() not in usable:
-            usable.append(item.strip())
-    failure = None if len(usable) >= n else f"{len(usable)} usable sub-queries, {n} asked for"
-    return Reply(usable[:n], parsed.repaired, failure)
-
-
-def parse_ranking(text: str, n: int) -> Reply:
-    """A permutation of range(n) (0-based) from a JSON list of 1-based candidate numbers, most relevant first.
-
-    Numbers may be ints or strings like "3" or "[3]"; out-of-range and repeated numbers are ignored, and
-    candidates the model left out follow in their original order. A reply naming no valid number fails.
-    """
-    parsed = parse_json(text, list)
-    if parsed.value is None:
-        return parsed
-    order: list[int] = []
-    for item in parsed.value:
-        digits = re.fullmatch(r"\s*\[?\s*(\d+)\s*\]?\s*", str(item)) if not isinstance(item, bool) else None
-        index = int(digits.group(1)) - 1 if digits else -1
-        if 0 <= index < n and index not in order:
-            order.append(index)
-    if not order:
-        return Reply(None, parsed.repaired, f"no candidate number between 1 and {n} in the reply")
-    return Reply(order + [index for index in range(n) if index not in order], parsed.repaired)
-
-
-class ToolDecision(NamedTuple):
-    """The tool-call step's choice: action "search" (text is the query) or "answer" (text is the answer)."""
-
-    action: str
-    text: str
-
-
-def parse_tool_call(text: str) -> Reply:
-    """A `ToolDecision` from {"search": "..."} or {"answer": "..."} (exactly one of the two, a string)."""
-    parsed = parse_json(text, dict)
-    if parsed.value is None:
-        return parsed
-    actions = [key for key in ("search", "answer") if key in parsed.value]
-    if len(actions) != 1 or not isinstance(parsed.value[actions[0]], str):
-        return Reply(None, parsed.repaired, 'expected exactly one of "search" or "answer" with a string value')
-    value = parsed.value[actions[0]].strip()
-    if actions[0] == "search" and not value:
-        return Reply(None, parsed.repaired, "empty search query")
-    return Reply(ToolDecision(actions[0], value), parsed.repaired)
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def parse_synthetic(text: str, title: str) -> Reply:
-    """{"problem": ..., "method": ...}: two non-empty queries of at most 2 lines, neither containing the title."""
-    parsed = parse_json(text, dict)
-    if parsed.value is None:
-        return parsed
-    queries = {}
-    for kind in ("problem", "method"):
-        query = parsed.value.get(kind)
-        if not isinstance(query, str) or not query.strip():
-            return Reply(None, parsed.repaired, f'missing or empty "{kind}" query')
-        if len([line for line in query.splitlines() if line.strip()]) > 2:
-            return Reply(None, parsed.repaired, f'the "{kind}" query is longer than 2 lines')
-        if title.strip() and _squash(title) in _squash(query):
-            return Reply(None, parsed.repaired, f'the "{kind}" query repeats the title verbatim')
-        queries[kind] = query.strip()
-    return Reply(queries, parsed.repaired)

