@@ -78,13 +78,20 @@ def timed_generate(requests: list[llm.Request], engine: llm.Engine, work: Path, 
     return seconds
 
 
-def batched_vs_sequential(engine: llm.Engine, requests: list[llm.Request], slices: int, work: Path) -> dict:
-    """Total seconds of each side: (batch size, sampling overrides) per side."""
-    sides = {"batched": (engine.backend.batch_size, None), "sequential": (1, None),
-             "prefill only": (1, {"max_new_tokens": 1})}
+def batched_vs_sequential(
+    engine: llm.Engine, requests: list[llm.Request], slices: int, work: Path, vllm: llm.Engine | None = None
+) -> dict:
+    """Total seconds of each side: (engine, batch size, sampling overrides) per side; with `vllm`, a vLLM side
+    whose engine started before the timing (its start-up is measured apart, see `vllm_startup`)."""
+    batch_size = engine.backend.batch_size
+    sides = {"batched": (engine, batch_size, None), "sequential": (engine, 1, None),
+             "prefill only": (engine, 1, {"max_new_tokens": 1})}
+    if vllm is not None:
+        sides["vllm"] = (vllm, None, None)
     totals = {side: 0.0 for side in sides}
     size = -(-len(requests) // slices)
-    timed_generate(requests[:2], engine, work)  # warm-up: weights loaded, first-call allocations done
+    for side_engine in {id(item[0]): item[0] for item in sides.values()}.values():
+        timed_generate(requests[:2], side_engine, work)  # warm-up: weights loaded, first-call allocations done
     # A whole stage batches its requests in prompt-length order; slicing in that order keeps each slice's
     # batches the ones the stage would form (slices of mixed lengths would pad every batch to ~770 tokens).
     budget = engine.config.max_prompt_tokens
@@ -93,10 +100,20 @@ def batched_vs_sequential(engine: llm.Engine, requests: list[llm.Request], slice
         part = requests[turn * size : (turn + 1) * size]
         order = list(sides) if turn % 2 == 0 else list(reversed(sides))
         for side in order:
-            engine.backend.batch_size, sampling = sides[side]
-            totals[side] += timed_generate(part, engine, work, sampling)
-    engine.backend.batch_size = sides["batched"][0]
+            side_engine, side_batch, sampling = sides[side]
+            if side_batch is not None:
+                side_engine.backend.batch_size = side_batch
+            totals[side] += timed_generate(part, side_engine, work, sampling)
+    engine.backend.batch_size = batch_size
     return totals
+
+
+def vllm_startup(spec: dict, request: llm.Request, work: Path) -> tuple[llm.Engine, float, float]:
+    """(a started vLLM engine, seconds of its first one-prompt call, seconds of the same call once warm): the
+    difference is the engine's start-up."""
+    engine = llm.load_engine(spec, PROJECT / "results" / "cache" / "models")
+    first = timed_generate([request], engine, work)
+    return engine, first, timed_generate([request], engine, work)
 
 
 def copy_workflow(folder: Path) -> Path:
@@ -149,6 +166,8 @@ def main() -> None:
     parser.add_argument("--engine", type=json.loads, default=DEFAULT_ENGINE, help="an engine config block (JSON)")
     parser.add_argument("--slices", type=int, default=4)
     parser.add_argument("--skip-stage", action="store_true", help="only the batched vs sequential comparison")
+    parser.add_argument("--vllm", type=json.loads, nargs="?", const={}, default=None,
+                        help="add a vLLM side: the engine config with backend vllm (JSON overrides of it)")
     args = parser.parse_args()
     if args.engine["backend"] == "transformers" and args.engine.get("device", "cpu") == "cpu":
         import torch
@@ -159,8 +178,16 @@ def main() -> None:
     print(f"engine: {json.dumps(args.engine)}")
     requests = rag_requests(args.data)
     with tempfile.TemporaryDirectory(prefix="bench_llm.") as folder:
+        vllm, startup = None, None
+        if args.vllm is not None:
+            spec = {**args.engine, "backend": "vllm", **args.vllm}
+            print(f"vllm engine: {json.dumps(spec)}")
+            vllm, first, warm = vllm_startup(spec, requests[-1], Path(folder))
+            startup = first - warm
         engine = llm.load_engine(args.engine, PROJECT / "results" / "cache" / "models")
-        totals = batched_vs_sequential(engine, requests, args.slices, Path(folder))
+        totals = batched_vs_sequential(engine, requests, args.slices, Path(folder), vllm)
+        if vllm is not None:
+            vllm.backend.close()
     ratio = totals["sequential"] / totals["batched"]
     print(f"\n{len(requests)} RAG prompts ({EVIDENCE} HotpotQA paragraphs each), {args.slices} interleaved slices")
     print(f"{'side':<44} {'seconds':>8}")
@@ -169,6 +196,15 @@ def main() -> None:
     print(f"{'prefill only (batch_size 1, max_new_tokens 1)':<44} {totals['prefill only']:8.2f}")
     print(f"speed-up sequential / batched: {ratio:.2f} (target >= {RATIO_TARGET})")
     print(f"largest reachable, sequential / prefill only: {totals['sequential'] / totals['prefill only']:.2f}")
+    if vllm is not None:
+        print(f"{'vllm (its own batching)':<44} {totals['vllm']:8.2f}")
+        print(f"vllm engine start-up (first one-prompt call minus a warm one): {startup:.1f} s")
+        print(f"speed-up sequential / vllm: {totals['sequential'] / totals['vllm']:.2f} (target >= {RATIO_TARGET}); "
+              f"batched / vllm: {totals['batched'] / totals['vllm']:.2f}")
+        for side in ("sequential", "batched"):
+            saved = (totals[side] - totals["vllm"]) / len(requests)
+            even = f"{startup / saved:.0f} prompts" if saved > 0 else "never (vllm is not faster per prompt)"
+            print(f"break-even against transformers {side}: {even} (start-up / seconds saved per prompt)")
     if not args.skip_stage:
         rerun = stage_rerun()
         share = rerun["rerun"] / rerun["first"]

@@ -37,8 +37,10 @@ wildcard_constraints:
 
 
 def llm_env(role):
-    """The conda env for models.<role>'s rules (vLLM's GPU env when that model runs on vllm, else the CPU env)."""
-    return "../envs/gpu.yaml" if config["models"][role]["backend"] == "vllm" else "../envs/cpu.yaml"
+    """The conda env for models.<role>'s rules: vLLM's GPU env when that model runs on vllm with CUDA, else the CPU
+    env (vllm on CPU starts its engine in the Python named by models.<role>.vllm.python, envs/vllm-cpu.yaml)."""
+    model = config["models"][role]
+    return "../envs/gpu.yaml" if model["backend"] == "vllm" and model["device"] == "cuda" else "../envs/cpu.yaml"
 
 
 def dataset_files(wildcards):

@@ -58,3 +58,18 @@ def test_study_a_hotpotqa_routes_keep_versus_hybrid_without_generation(tmp_path,
     assert {rule: jobs.get(rule) for rule in ("ingest", "rerank", "run_arm", "generate_answers", "route_labels",
                                               "route_frontiers")} == {
         "ingest": 1, "rerank": 1, "run_arm": 4, "generate_answers": None, "route_labels": 1, "route_frontiers": 1}
+
+
+def test_the_vllm_overlay_switches_only_the_backends(project_root, monkeypatch):
+    """experiments/overlays/vllm_cpu.yaml layered on config.yaml (Snakemake merges dictionaries key by key)."""
+    from snakemake.utils import update_config
+
+    monkeypatch.chdir(project_root)
+    config = yaml.safe_load((project_root / "config.yaml").read_text())
+    base = copy.deepcopy(config)
+    update_config(config, yaml.safe_load((project_root / "experiments" / "overlays" / "vllm_cpu.yaml").read_text()))
+    validate_config(config)
+    for role in ("generator", "judge"):
+        assert config["models"][role]["backend"] == "vllm" and config["models"][role]["vllm"]["kv_cache_gib"] == 2
+        assert config["models"][role]["model"] == base["models"][role]["model"]
+        assert config["models"][role]["sampling"] == base["models"][role]["sampling"]
