@@ -15,7 +15,9 @@ def test_study_a_and_c_summaries_follow_the_comparison_rules():
         "abstained":   [False, True, False, False, False, None],
         "correctness": [2, 0, 1, 1, 2, None],
         "faithful":    [2, None, 1, 0, 1, None],
+        "obtained_a":  ["constrained"] * 5 + ["parse_failed"],
         "status_c":    ["ok"] * 6,
+        "obtained_c":  ["constrained"] * 4 + ["repaired", "reasked"],
         "is_answer":   [True, False, True, True, True, True],
         "overall":     [4, 0, 2, 3, 5, 1],
     })
@@ -29,3 +31,5 @@ def test_study_a_and_c_summaries_follow_the_comparison_rules():
     assert rows["keep"]["overall_unconditional"] == pytest.approx(2.0)
     assert rows["keep"]["overall_conditional"] == pytest.approx(3.0)
     assert rows["hybrid"]["study_a_parse_failed"] == 1
+    assert rows["hybrid"]["study_a_replies"] == "constrained: 2; parse_failed: 1"
+    assert rows["hybrid"]["study_c_replies"] == "constrained: 1; repaired: 1; reasked: 1"
