@@ -23,7 +23,8 @@ def bench(path, seconds):
 
 
 def generations(path, latencies, prompt_tokens=100, completion_tokens=10):
-    rows = [{"request_id": qid, "key": f"k{qid}", "status": "ok", "source": "generated", "text": "x", "finish_reason": "stop",
+    rows = [{"request_id": qid, "key": f"k{qid}", "status": "ok", "source": "generated", "constrained": False, "text": "x",
+             "finish_reason": "stop",
              "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency,
              "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 0, "evidence_kept": 0,
              "evidence_truncated": False} for qid, latency in latencies.items()]

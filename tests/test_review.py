@@ -124,12 +124,14 @@ def _stage_inputs(tmp_path):
                       RUNS), tmp_path / "keep_run.parquet", RUNS)
     paths = {"study_a": [], "study_c": [], "answers": []}
     for policy in ("keep", "closed_book"):
-        answers = [{"request_id": q, "key": q, "status": "ok", "source": "generated", "text": f"{policy} says {q}",
+        answers = [{"request_id": q, "key": q, "status": "ok", "source": "generated", "constrained": False,
+                    "text": f"{policy} says {q}",
                     "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 2,
                     "evidence_kept": 2, "evidence_truncated": False} for q in qids]
-        study_a = [{"item_id": q, "status": "ok", "attempts": 1, "repaired": False, "abstained": False,
+        study_a = [{"item_id": q, "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": False,
                     "correctness": i % 3, "faithfulness": 1, "judge_model": "m"} for i, q in enumerate(qids)]
-        study_c = [{"item_id": q, "status": "parse_failed", "attempts": 1, "repaired": False, "judge_model": "m"}
+        study_c = [{"item_id": q, "status": "parse_failed", "attempts": 1, "obtained": "parse_failed",
+                    "judge_model": "m"}
                    for q in qids]
         for name, rows, contract in (("answers", answers, GENERATIONS), ("study_a", study_a, JUDGMENTS_A),
                                      ("study_c", study_c, JUDGMENTS_C)):

@@ -16,7 +16,7 @@ ROUTERS = {"ridge": {"kind": "ridge"}, "bur_linear": {"kind": "bur_linear"}, "un
 
 
 def answers(texts: list[str], model: str = "tiny-llm") -> pl.DataFrame:
-    rows = [{"request_id": f"q{i}", "key": f"k{i}", "status": "ok", "source": "generated", "text": text,
+    rows = [{"request_id": f"q{i}", "key": f"k{i}", "status": "ok", "source": "generated", "constrained": False, "text": text,
              "finish_reason": "stop", "mean_entropy": 0.1 * i, "min_token_prob": 1 / (i + 2),
              "sequence_logprob": -float(i), "latency_s": 0.01, "backend": "transformers", "model": model,
              "device": "cpu", "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False}

@@ -49,7 +49,8 @@ def _tables(overall: dict, gold_rank: dict, is_answer: dict | None = None, statu
             score = overall[strategy][qid]
             ok = (status or {}).get(strategy, {}).get(qid, "ok")
             yes = score > 0
-            judged.append({"item_id": qid, "status": ok, "attempts": 1, "repaired": False, "judge_model": "j",
+            judged.append({"item_id": qid, "status": ok, "attempts": 1, "judge_model": "j",
+                           "obtained": "constrained" if ok == "ok" else ok,
                            "is_answer": yes if ok == "ok" else None,
                            **{metric: (score if ok == "ok" else None) for metric in STUDY_C_METRICS}})
         runs.append(frame(run, STUDY_C_RUNS))
