@@ -967,9 +967,9 @@ def _log_summary(table: pl.DataFrame) -> None:
     sources = Counter(table["source"].to_list())
     errors = table.filter(pl.col("status") == "error")
     log.info(
-        "llm: %d requests (%d constrained), %d generated, %d from cache, %d duplicates, %d errors, %d with truncated "
-        "evidence", table.height, int(table["constrained"].sum()), sources["generated"], sources["cache"],
-        sources["duplicate"], errors.height, int(table["evidence_truncated"].sum()),
+        "llm: %d requests, %d generated, %d from cache, %d duplicates, %d errors, %d with truncated evidence, "
+        "%d constrained", table.height, sources["generated"], sources["cache"], sources["duplicate"], errors.height,
+        int(table["evidence_truncated"].sum()), int(table["constrained"].sum()),
     )
     if errors.height:
         causes = Counter(errors["error"].to_list()).most_common(3)
