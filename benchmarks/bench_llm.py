@@ -36,8 +36,9 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from workflow_scripts import llm, prompts
-from workflow_scripts.adapters.hotpotqa import load_hotpotqa
+from workflow_scripts.ingest.adapters.hotpotqa import load_hotpotqa
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
 
 SHARED_DATA = PROJECT.parent / "shared" / "data"
 PROMPTS = 64

@@ -78,19 +78,19 @@ BENCHMARK_FILES = {
 IMPORTS = {
     "python -c pass (interpreter start)": "pass",
     "snakemake script preamble": "import snakemake.iocontainers, snakemake.logging, snakemake.shell",
-    "import workflow_scripts.splits": "import workflow_scripts.splits",
-    "import workflow_scripts.bm25": "import workflow_scripts.bm25",
+    "import workflow_scripts.ingest.splits": "import workflow_scripts.ingest.splits",
+    "import workflow_scripts.retrieval.bm25": "import workflow_scripts.retrieval.bm25",
     "  + JVM start, import pyserini.pyclass (what bm25 uses)": (
-        "import workflow_scripts.bm25; from workflow_scripts.lucene import pyserini_ready; pyserini_ready(); "
+        "import workflow_scripts.retrieval.bm25; from workflow_scripts.retrieval.lucene import pyserini_ready; pyserini_ready(); "
         "import pyserini.pyclass"
     ),
     "  + import pyserini.search.lucene (not used; for scale)": (
-        "import workflow_scripts.bm25; from workflow_scripts.lucene import pyserini_ready; pyserini_ready(); "
+        "import workflow_scripts.retrieval.bm25; from workflow_scripts.retrieval.lucene import pyserini_ready; pyserini_ready(); "
         "import pyserini.search.lucene"
     ),
-    "import workflow_scripts.dense (faiss, polars)": "import workflow_scripts.dense",
+    "import workflow_scripts.retrieval.dense (faiss, polars)": "import workflow_scripts.retrieval.dense",
     "  + torch, sentence-transformers, model load (embed_units)": (
-        f"from workflow_scripts import dense, models; models.sentence_transformer({MODEL!r})"
+        f"from workflow_scripts.retrieval import dense; from workflow_scripts.core import models; models.sentence_transformer({MODEL!r})"
     ),
 }
 
@@ -114,7 +114,7 @@ def java_heap_mib() -> float:
 
 
 def load_scifact(data: Path) -> Any:
-    from workflow_scripts.adapters import beir
+    from workflow_scripts.ingest.adapters import beir
 
     folder = data / "beir-scifact"
     spec = {
@@ -126,7 +126,7 @@ def load_scifact(data: Path) -> Any:
 
 
 def corpus_texts(ingested: Any) -> list[str]:
-    from workflow_scripts.unit_text import unit_texts
+    from workflow_scripts.retrieval.unit_text import unit_texts
 
     return unit_texts(ingested.units, "prepend")
 
@@ -142,7 +142,7 @@ def timed(run: Callable[[], Any]) -> tuple[float, Any]:
 
 def jvm_started() -> float:
     """Start the JVM and import Pyserini's searcher (outside every timing); return the base RSS."""
-    from workflow_scripts.lucene import pyserini_ready
+    from workflow_scripts.retrieval.lucene import pyserini_ready
 
     pyserini_ready()
     import pyserini.search.lucene  # noqa: F401
@@ -164,7 +164,7 @@ def plain_pyserini(index: Path, texts: list[str], qids: list[str], threads: int)
 
 
 def ours_bm25(index: Path, questions: Any, threads: int) -> tuple[float, int]:
-    from workflow_scripts import bm25
+    from workflow_scripts.retrieval import bm25
 
     seconds, (ranking, _) = timed(lambda: bm25.search(index, questions, k=K, scope="global", threads=threads))
     return seconds, ranking.height
@@ -178,7 +178,7 @@ def collect_garbage() -> None:
 
 
 def phase_bm25_index(args: argparse.Namespace) -> dict[str, Any]:
-    from workflow_scripts import bm25
+    from workflow_scripts.retrieval import bm25
 
     base = jvm_started()
     ingested = load_scifact(args.data)
@@ -216,7 +216,7 @@ def phase_bm25_compare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def ours_model(texts: list[str]) -> Any:
-    from workflow_scripts import models
+    from workflow_scripts.core import models
 
     model = models.sentence_transformer(MODEL)
     model.encode(texts[:WARMUP], batch_size=BATCH)
@@ -225,7 +225,7 @@ def ours_model(texts: list[str]) -> Any:
 
 def dense_search(model: Any, ingested: Any, vectors: Any, cache: Path) -> Any:
     """Rule retrieve_dense's work: embed the queries, build the flat index, search globally for k units."""
-    from workflow_scripts import dense
+    from workflow_scripts.retrieval import dense
 
     questions, units = ingested.questions, ingested.units
     query_vectors = dense.embed_texts(questions["text"].to_list(), model, cache, BATCH)
@@ -240,7 +240,7 @@ def phase_dense_embed(args: argparse.Namespace) -> dict[str, Any]:
     """The embedding stage alone (rule embed_units' work): the corpus with an empty cache, for its own peak."""
     import numpy as np
 
-    from workflow_scripts import dense
+    from workflow_scripts.retrieval import dense
 
     texts = corpus_texts(load_scifact(args.data))
     model = ours_model(texts)
@@ -279,7 +279,7 @@ def phase_dense_compare(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from workflow_scripts import dense
+    from workflow_scripts.retrieval import dense
 
     ingested = load_scifact(args.data)
     texts, queries = corpus_texts(ingested), ingested.questions["text"].to_list()

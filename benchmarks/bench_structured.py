@@ -28,8 +28,11 @@ from pathlib import Path
 
 from bench_llm import DEFAULT_ENGINE, EVIDENCE, PROJECT, PROMPTS, SHARED_DATA
 
-from workflow_scripts import judges, llm, models, prompts
-from workflow_scripts.adapters.hotpotqa import load_hotpotqa
+from workflow_scripts.core import models
+from workflow_scripts.ingest.adapters.hotpotqa import load_hotpotqa
+from workflow_scripts.judging import judges
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
 
 TIME_TARGET = 1.25
 VALID_TARGET = 1.0

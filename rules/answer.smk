@@ -23,7 +23,7 @@ rule generate_answers:
     conda:
         llm_env("generator")
     script:
-        "../workflow_scripts/answer.py"
+        "../workflow_scripts/answers/stage.py"
 
 
 rule judge_answers:
@@ -48,7 +48,7 @@ rule judge_answers:
     conda:
         llm_env("judge")
     script:
-        "../workflow_scripts/answer.py"
+        "../workflow_scripts/answers/stage.py"
 
 
 rule answer_summary:
@@ -70,4 +70,4 @@ rule answer_summary:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/answer.py"
+        "../workflow_scripts/answers/stage.py"

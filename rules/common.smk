@@ -1,8 +1,8 @@
 # Config validation (before any job) and the path helpers every rule file uses.
 import sys
 
-from workflow_scripts.config_check import validate_config
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.config import validate_config
+from workflow_scripts.core.errors import InputError
 
 try:
     validate_config(config)
@@ -13,18 +13,12 @@ DATASETS = sorted(config["datasets"])
 
 
 def remove_partial_files():
-    """Delete what writes interrupted by a killed run left behind: the hidden `*.partial` files and folders of
-    the atomic writers under results/ (outside the shared caches). They are never read; the jobs that own them
-    are rerun. Runs once before any job (the Snakefile's onstart)."""
-    import shutil
-    from pathlib import Path
+    """Delete what writes interrupted by a killed run left behind under results/ (the atomic writers' hidden
+    partial files and folders, outside the shared caches); the jobs that own them are rerun. Runs once before any
+    job (the Snakefile's onstart)."""
+    from workflow_scripts.core.atomic import remove_partials
 
-    tops = [top for top in Path("results").glob("*") if top.is_dir() and not top.is_symlink() and top.name != "cache"]
-    for path in [path for top in tops for path in top.rglob(".*.partial")]:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    remove_partials("results")
 
 
 wildcard_constraints:
@@ -45,7 +39,7 @@ def llm_env(role):
 
 def dataset_files(wildcards):
     """The raw files of one dataset (its format's file keys), so editing a source file reruns ingest."""
-    from workflow_scripts.adapters.registry import adapter_for
+    from workflow_scripts.ingest.adapters.registry import adapter_for
 
     spec = config["datasets"][wildcards.dataset]
     return {key: spec[key] for key in adapter_for(wildcards.dataset, spec["format"])[1]}
@@ -82,7 +76,7 @@ def arms_for(dataset):
 
 def first_stage_depth(dataset, method, scope):
     """How deep the shared first-stage ranking (method, scope) must go: the deepest any arm reads it."""
-    from workflow_scripts.arms import first_stage_depth as depth_of, first_stages
+    from workflow_scripts.retrieval.arms import first_stage_depth as depth_of, first_stages
 
     return max(
         depth_of(arm)
@@ -92,7 +86,7 @@ def first_stage_depth(dataset, method, scope):
 
 
 def first_stage_files(dataset, arm):
-    from workflow_scripts.arms import first_stages
+    from workflow_scripts.retrieval.arms import first_stages
 
     return {
         method: f"results/{dataset}/first_stage/{method}_{arm['scope']}.parquet"
@@ -146,7 +140,7 @@ def route_pair(wildcards):
 
 def is_retrieval_pair(pair):
     """Study B's pair (base closed_book: retrieve or not) rather than Study A's (switch arms)."""
-    from workflow_scripts.labels import is_retrieval_pair as retrieval_pair
+    from workflow_scripts.routing.labels import is_retrieval_pair as retrieval_pair
 
     return retrieval_pair(pair)
 
@@ -284,7 +278,7 @@ def answered_policies(dataset):
 
 def cost_sources(wildcards):
     """Every per-query stage instance of the dataset: its table(s), benchmark file and device (see cost.py)."""
-    from workflow_scripts.arms import first_stages
+    from workflow_scripts.retrieval.arms import first_stages
 
     dataset = wildcards.dataset
     results, benchmarks = f"results/{dataset}", "results/benchmarks"
@@ -342,7 +336,7 @@ def cost_pairs(dataset, answered_only=True):
 
 def route_cost_rankings(wildcards):
     """'<method>_<scope>' → first-stage ranking file, for the pair's reranked arms (their candidate pools)."""
-    from workflow_scripts.arms import first_stages
+    from workflow_scripts.retrieval.arms import first_stages
 
     pair = route_pair(wildcards)
     rankings = {}

@@ -18,7 +18,7 @@ rule ingest:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/ingest.py"
+        "../workflow_scripts/ingest/stage.py"
 
 
 rule splits:
@@ -36,4 +36,4 @@ rule splits:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/splits.py"
+        "../workflow_scripts/ingest/splits.py"

@@ -20,7 +20,7 @@ rule cost_ledger:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/cost.py"
+        "../workflow_scripts/cost/stage.py"
 
 
 rule route_costs:
@@ -50,7 +50,7 @@ rule route_costs:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/cost.py"
+        "../workflow_scripts/cost/stage.py"
 
 
 rule report_figures:
@@ -80,7 +80,7 @@ rule report_figures:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/report.py"
+        "../workflow_scripts/report/stage.py"
 
 
 rule summary:
@@ -97,7 +97,7 @@ rule summary:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/report.py"
+        "../workflow_scripts/report/stage.py"
 
 
 # The ledger reads `answers/<policy>_study_a.parquet`, which the policy wildcard of generate_answers also matches
@@ -125,4 +125,4 @@ rule study_c_figures:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/report.py"
+        "../workflow_scripts/report/stage.py"

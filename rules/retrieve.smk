@@ -18,7 +18,7 @@ rule index_bm25:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/bm25.py"
+        "../workflow_scripts/retrieval/bm25.py"
 
 
 # Units and questions are embedded in one job, the only one that loads the embedding model.
@@ -40,7 +40,7 @@ rule embed_units:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/dense.py"
+        "../workflow_scripts/retrieval/dense.py"
 
 
 rule index_dense:
@@ -57,7 +57,7 @@ rule index_dense:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/dense.py"
+        "../workflow_scripts/retrieval/dense.py"
 
 
 rule retrieve_bm25:
@@ -77,7 +77,7 @@ rule retrieve_bm25:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/bm25.py"
+        "../workflow_scripts/retrieval/bm25.py"
 
 
 rule retrieve_dense:
@@ -94,7 +94,7 @@ rule retrieve_dense:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/dense.py"
+        "../workflow_scripts/retrieval/dense.py"
 
 
 rule rerank:
@@ -115,7 +115,7 @@ rule rerank:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/rerank.py"
+        "../workflow_scripts/retrieval/rerank.py"
 
 
 rule run_arm:
@@ -133,7 +133,7 @@ rule run_arm:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/arms.py"
+        "../workflow_scripts/retrieval/arms.py"
 
 
 rule evaluate_arm:
@@ -153,7 +153,7 @@ rule evaluate_arm:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/evaluate.py"
+        "../workflow_scripts/retrieval/evaluate.py"
 
 
 rule retrieval_summary:
@@ -171,4 +171,4 @@ rule retrieval_summary:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/evaluate.py"
+        "../workflow_scripts/retrieval/evaluate.py"

@@ -21,7 +21,7 @@ rule review_export:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/review.py"
+        "../workflow_scripts/judging/review.py"
 
 
 rule review_agreement:
@@ -42,4 +42,4 @@ rule review_agreement:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/review.py"
+        "../workflow_scripts/judging/review.py"

@@ -19,7 +19,7 @@ rule route_labels:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/route.py"
+        "../workflow_scripts/routing/stage.py"
 
 
 rule route_features:
@@ -36,7 +36,7 @@ rule route_features:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/route.py"
+        "../workflow_scripts/routing/stage.py"
 
 
 rule route_fit:
@@ -60,7 +60,7 @@ rule route_fit:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/route.py"
+        "../workflow_scripts/routing/stage.py"
 
 
 rule route_heldout:
@@ -83,7 +83,7 @@ rule route_heldout:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/route.py"
+        "../workflow_scripts/routing/stage.py"
 
 
 rule route_frontiers:
@@ -103,4 +103,4 @@ rule route_frontiers:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/route.py"
+        "../workflow_scripts/routing/stage.py"

@@ -31,7 +31,7 @@ if "study_c" in config:
         conda:
             llm_env("generator")
         script:
-            "../workflow_scripts/synthetic.py"
+            "../workflow_scripts/study_c/synthetic.py"
 
     rule study_c_colbert_checkpoint:
         output:
@@ -45,7 +45,7 @@ if "study_c" in config:
         conda:
             "../envs/colbert.yaml"
         script:
-            "../workflow_scripts/colbert.py"
+            "../workflow_scripts/retrieval/colbert.py"
 
     rule study_c_colbert_index:
         input:
@@ -62,7 +62,7 @@ if "study_c" in config:
         conda:
             "../envs/colbert.yaml"
         script:
-            "../workflow_scripts/colbert.py"
+            "../workflow_scripts/retrieval/colbert.py"
 
     rule study_c_strategy:
         input:
@@ -87,7 +87,7 @@ if "study_c" in config:
         conda:
             "../envs/colbert.yaml"
         script:
-            "../workflow_scripts/strategies.py"
+            "../workflow_scripts/study_c/strategies.py"
 
     rule study_c_judge:
         input:
@@ -109,7 +109,7 @@ if "study_c" in config:
         conda:
             llm_env("judge")
         script:
-            "../workflow_scripts/study_c.py"
+            "../workflow_scripts/study_c/tables.py"
 
     rule study_c_tables:
         input:
@@ -135,4 +135,4 @@ if "study_c" in config:
         conda:
             "../envs/cpu.yaml"
         script:
-            "../workflow_scripts/study_c.py"
+            "../workflow_scripts/study_c/tables.py"

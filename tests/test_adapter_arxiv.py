@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts import contracts
-from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.arxiv import load
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import contracts
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters.arxiv import load
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from workflow_scripts.adapters import Ingested, beir
-from workflow_scripts.contracts import QRELS, QUESTIONS, UNITS, conform
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS, conform
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters import Ingested, beir
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts import contracts
-from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.hotpotqa import ircot_answers, load_hotpotqa, load_ircot
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import contracts
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters.hotpotqa import ircot_answers, load_hotpotqa, load_ircot
 
 
 def conforms(ingested: Ingested) -> None:

@@ -25,9 +25,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts import contracts
-from workflow_scripts.adapters import Ingested, qasper
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import contracts
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters import Ingested, qasper
 
 MINI = Path(__file__).parent / "data" / "qasper_mini.json"
 

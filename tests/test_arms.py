@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.arms import candidates, final_run, write_trec
-from workflow_scripts.contracts import RANKING, RUNS, frame
+from workflow_scripts.core.contracts import RANKING, RUNS, frame
+from workflow_scripts.retrieval.arms import candidates, final_run, write_trec
 
 HYBRID = {"first_stage": "hybrid", "candidates": 3, "keep": 2, "rrf_k": 60, "fusion_depth": 3, "rerank": None}
 

@@ -14,9 +14,9 @@ import yaml
 from conftest import PROJECT_ROOT
 from workflow_helpers import make_workdir, snakemake
 
-from workflow_scripts.config_check import validate_config
-from workflow_scripts.errors import InputError
-from workflow_scripts.ingest import load_dataset
+from workflow_scripts.core.config import validate_config
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.stage import load_dataset
 
 
 @pytest.fixture

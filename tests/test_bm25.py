@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts import bm25
-from workflow_scripts.contracts import RANKING, UNITS, conform, frame
-from workflow_scripts.errors import InputError
-from workflow_scripts.lucene import java_home, pyserini_ready
+from workflow_scripts.core.contracts import RANKING, UNITS, conform, frame
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.retrieval import bm25
+from workflow_scripts.retrieval.lucene import java_home, pyserini_ready
 
 # Group ids that an analyzer would conflate ("Paper-1" / "paper 1") or split ("a/b ü"): the filter must be exact.
 CORPUS = [

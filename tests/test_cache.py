@@ -4,8 +4,8 @@ from pathlib import Path
 
 import polars as pl
 
-from workflow_scripts.cache import append_cache, content_key, read_cache
-from workflow_scripts.contracts import SCORE_CACHE
+from workflow_scripts.core.cache import append_cache, content_key, read_cache
+from workflow_scripts.core.contracts import SCORE_CACHE
 
 
 def test_cache_shards_are_content_named_and_read_back_by_key(tmp_path):

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from workflow_scripts import models
-from workflow_scripts.chat_tokenizer import ChatTokenizer
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 
 CONVERSATIONS = [
     [{"role": "user", "content": "What is in the evidence?\n\n[1] Évidence with ‘quotes’, <|im_end|> and tabs\t."}],

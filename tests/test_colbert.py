@@ -15,8 +15,9 @@ import pytest
 import yaml
 from workflow_helpers import SHARED_CACHE
 
-from workflow_scripts import colbert, models
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.retrieval import colbert
 
 pytest.importorskip("colbert", reason="colbert-ai is not installed (pip install -e '.[colbert]')")
 

@@ -5,8 +5,8 @@ import copy
 import pytest
 import yaml
 
-from workflow_scripts.config_check import validate_config
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.config import validate_config
+from workflow_scripts.core.errors import InputError
 
 
 @pytest.fixture()

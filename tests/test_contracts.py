@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from workflow_scripts import contracts
-from workflow_scripts.contracts import QRELS, UNITS, ContractError, conform, frame, read_table, write_table
+from workflow_scripts.core import atomic
+from workflow_scripts.core.contracts import QRELS, UNITS, ContractError, conform, frame, read_table, write_table
 
 
 def unit(unit_id: str, **overrides) -> dict:
@@ -84,6 +84,6 @@ def test_failed_write_keeps_the_previous_version(tmp_path, monkeypatch):
 
 
 def test_json_written_atomically(tmp_path):
-    contracts.write_json_atomic({"a": 1}, tmp_path / "r.json")
+    atomic.write_json_atomic({"a": 1}, tmp_path / "r.json")
     assert (tmp_path / "r.json").read_text() == '{\n  "a": 1\n}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

@@ -1,13 +1,13 @@
-"""The cost ledger and policy costs (workflow_scripts/cost.py) on small hand-made tables with known answers."""
+"""The cost ledger and policy costs (workflow_scripts/cost/stage.py) on small hand-made tables with known answers."""
 
 import json
 
 import polars as pl
 import pytest
 
-from workflow_scripts import cost
-from workflow_scripts.contracts import COST_LEDGER, GENERATIONS, conform, frame, write_table
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, conform, frame, write_table
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.cost import stage as cost
 
 QIDS = ["q1", "q2", "q3", "q4"]
 ARMS = {
@@ -180,7 +180,7 @@ def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
 
 
 def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
-    from workflow_scripts.routers import ARTIFACT_FORMAT
+    from workflow_scripts.routing.routers import ARTIFACT_FORMAT
 
     def artifact(name, router, features):
         path = tmp_path / name
@@ -222,9 +222,9 @@ def test_trigger_cost_is_what_firing_adds(study_a):
 def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
     from types import SimpleNamespace
 
-    from workflow_scripts.contracts import SPLITS
-    from workflow_scripts.route import fit_rule
-    from workflow_scripts.routers import read_artifact
+    from workflow_scripts.core.contracts import SPLITS
+    from workflow_scripts.routing.routers import read_artifact
+    from workflow_scripts.routing.stage import fit_rule
 
     table = cost.ledger(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")

@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from workflow_scripts import dense, models
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.retrieval import dense
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import ir_measures
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import QRELS, RUNS, SPLITS, frame
-from workflow_scripts.errors import InputError
-from workflow_scripts.evaluate import parse_measures, per_query, summarize
+from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, frame
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.retrieval.evaluate import parse_measures, per_query, summarize
 
 QRELS_TABLE = frame(
     [dict(qid="q1", unit_id="a", relevance=2), dict(qid="q1", unit_id="b", relevance=1),

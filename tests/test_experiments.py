@@ -6,7 +6,7 @@ import pytest
 import yaml
 from workflow_helpers import make_workdir, planned_jobs
 
-from workflow_scripts.config_check import validate_config
+from workflow_scripts.core.config import validate_config
 
 
 @pytest.fixture()

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import (
+from workflow_scripts.core.contracts import (
     FEATURE_FAMILY,
     KEEP_FEATURES,
     PROBE_FEATURES,
@@ -11,8 +11,8 @@ from workflow_scripts.contracts import (
     UNCERTAINTY_FEATURES,
     conform,
 )
-from workflow_scripts.errors import InputError
-from workflow_scripts.features import (
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.routing.features import (
     combine,
     family_features,
     keep_features,

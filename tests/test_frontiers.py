@@ -18,11 +18,17 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from workflow_scripts.contracts import AUDIT, FRONTIERS, conform
-from workflow_scripts.errors import InputError
-from workflow_scripts.frontiers import (
-    audit_splits, calibration_audit, conservative_cost, conservative_threshold,
-    deployable_threshold, dkw_epsilon, frontier_table, grouped_split,
+from workflow_scripts.core.contracts import AUDIT, FRONTIERS, conform
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.routing.frontiers import (
+    audit_splits,
+    calibration_audit,
+    conservative_cost,
+    conservative_threshold,
+    deployable_threshold,
+    dkw_epsilon,
+    frontier_table,
+    grouped_split,
 )
 
 CALIBRATION = pl.DataFrame({"qid": [f"c{i}" for i in range(10)], "score": np.arange(1.0, 11.0)})

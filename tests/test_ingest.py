@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from workflow_scripts.errors import InputError
-from workflow_scripts.ingest import load_dataset, report
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.stage import load_dataset, report
 
 
 def paper(paper_id: str, paragraphs: list[str], questions: list[tuple[str, list[str]]]) -> dict:

@@ -8,8 +8,10 @@ import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
 
-from workflow_scripts import judges, llm, prompts
-from workflow_scripts.contracts import STUDY_C_METRICS
+from workflow_scripts.core.contracts import STUDY_C_METRICS
+from workflow_scripts.judging import judges
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
 
 
 def test_study_c_validation():

@@ -3,9 +3,15 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import LABELS, conform
-from workflow_scripts.errors import InputError
-from workflow_scripts.labels import answer_correctness, arm_labels, is_retrieval_pair, outcome_summary, retrieval_labels
+from workflow_scripts.core.contracts import LABELS, conform
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.routing.labels import (
+    answer_correctness,
+    arm_labels,
+    is_retrieval_pair,
+    outcome_summary,
+    retrieval_labels,
+)
 
 
 def metrics(values: dict[str, float], measure: str = "Success@10") -> pl.DataFrame:

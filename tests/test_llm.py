@@ -15,10 +15,11 @@ from typing import ClassVar
 import polars as pl
 import pytest
 
-from workflow_scripts import llm, prompts
-from workflow_scripts.cache import read_cache
-from workflow_scripts.contracts import LLM_CACHE
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.cache import read_cache
+from workflow_scripts.core.contracts import LLM_CACHE
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
 
 TEMPLATES = prompts.load_templates()
 
@@ -426,7 +427,7 @@ CACHE_HIT = """
 import sys
 from pathlib import Path
 from tests.test_llm import SMOLLM2, _request
-from workflow_scripts import llm
+from workflow_scripts.llm import engine as llm
 engine = llm.load_engine(SMOLLM2, Path(sys.argv[1]))
 table = llm.generate([_request("capital", "What is the capital of France?", template="answer_closed_book")],
                      engine, Path(sys.argv[2]))

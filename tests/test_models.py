@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from workflow_scripts import models
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -34,7 +34,7 @@ def test_loaded_model_carries_its_fingerprint():
     model = models.sentence_transformer(MINILM)
     assert models.model_fingerprint(model) == models.path_fingerprint(models.resolve(MINILM))
     assert model.get_embedding_dimension() == 384
-    with pytest.raises(ValueError, match="not loaded by workflow_scripts.models"):
+    with pytest.raises(ValueError, match="not loaded by workflow_scripts.core.models"):
         models.model_fingerprint(object())
 
 

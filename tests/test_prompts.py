@@ -3,8 +3,8 @@ and the parsers of structured replies (JSON repair, sub-queries, listwise rankin
 
 import pytest
 
-from workflow_scripts import prompts
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm import prompts
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 import yaml
 
-from workflow_scripts import bm25
-from workflow_scripts.adapters import Ingested
-from workflow_scripts.adapters.registry import adapter_for
+from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters.registry import adapter_for
+from workflow_scripts.retrieval import bm25
 
 REGRESSIONS = Path(__file__).parent / "regressions"
 FILE_KEYS = ("corpus", "queries", "qrels", "collection", "topics")

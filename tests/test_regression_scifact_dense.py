@@ -26,12 +26,13 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-
 from workflow_helpers import SHARED_CACHE
-from workflow_scripts import arms, bm25, dense, evaluate, models
-from workflow_scripts.adapters import Ingested, beir
-from workflow_scripts.lucene import pyserini_ready
-from workflow_scripts.unit_text import unit_texts
+
+from workflow_scripts.core import models
+from workflow_scripts.ingest.adapters import Ingested, beir
+from workflow_scripts.retrieval import arms, bm25, dense, evaluate
+from workflow_scripts.retrieval.lucene import pyserini_ready
+from workflow_scripts.retrieval.unit_text import unit_texts
 
 REGRESSIONS = Path(__file__).parent / "regressions"
 EMBEDDINGS = SHARED_CACHE / "embeddings"

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from workflow_helpers import finished_demo, planned_jobs, snakemake
 
-from workflow_scripts.contracts import CONTRACTS, read_table
-from workflow_scripts.report import cell, markdown_table
+from workflow_scripts.core.contracts import CONTRACTS, read_table
+from workflow_scripts.report.stage import cell, markdown_table
 
 FIGURES = ("frontiers", "calibration", "outcomes", "utility", "cost_breakdown", "cost_frontiers")
 PAIR = "keep_vs_hybrid"

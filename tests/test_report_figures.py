@@ -2,7 +2,7 @@
 
 import polars as pl
 
-from workflow_scripts import report
+from workflow_scripts.report import stage as report
 
 STRATEGIES = ["classic", "rephrased", "fusion"]
 METRICS = report.STUDY_C_METRICS

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workflow_scripts import models, rerank
-from workflow_scripts.chat_tokenizer import ChatTokenizer
-from workflow_scripts.errors import InputError
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
+from workflow_scripts.retrieval import rerank
 
 
 def _counting_scorer(calls: list[tuple[str, str]], fingerprint: str = "fake") -> rerank.Scorer:

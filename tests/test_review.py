@@ -6,8 +6,8 @@ import math
 import polars as pl
 import pytest
 
-from workflow_scripts import review
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.judging import review
 
 LABELS = {"correctness": (0, 2), "faithfulness": (0, 2)}
 
@@ -103,7 +103,7 @@ def _stage_inputs(tmp_path):
     """Two policies' judgments, answers and runs as the review rules read them (tables built by hand)."""
     from types import SimpleNamespace
 
-    from workflow_scripts.contracts import (
+    from workflow_scripts.core.contracts import (
         GENERATIONS,
         JUDGMENTS_A,
         JUDGMENTS_C,

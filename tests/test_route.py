@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 
-from workflow_scripts.contracts import SPLITS, write_table
-from workflow_scripts.route import fit_rule, heldout_rule
+from workflow_scripts.core.contracts import SPLITS, write_table
+from workflow_scripts.routing.stage import fit_rule, heldout_rule
 
 ROUTERS = {"ridge": {"kind": "ridge", "alpha": 20}, "random": {"kind": "random"}, "always": {"kind": "always"}}
 SETTINGS = {"n_splits": 3, "seed": 5, "cost_per_trigger": 0.02,

@@ -10,11 +10,20 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from workflow_scripts.contracts import OOF_SCORES, ROUTED, conform
-from workflow_scripts.errors import InputError
-from workflow_scripts.routers import (
-    apply_frozen, choose_threshold, fit_router, freeze, frozen_features, make_router,
-    model_scores, out_of_fold_scores, signal_absent, sweep_threshold, utility_curve,
+from workflow_scripts.core.contracts import OOF_SCORES, ROUTED, conform
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.routing.routers import (
+    apply_frozen,
+    choose_threshold,
+    fit_router,
+    freeze,
+    frozen_features,
+    make_router,
+    model_scores,
+    out_of_fold_scores,
+    signal_absent,
+    sweep_threshold,
+    utility_curve,
 )
 
 FEATURES = ("x1", "x2", "x3")

@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.errors import InputError
-from workflow_scripts.splits import assign_groups, make_splits
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.splits import assign_groups, make_splits
 
 FRACTIONS = {"dev": 0.5, "calibration": 0.25, "heldout": 0.25}
 

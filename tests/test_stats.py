@@ -4,9 +4,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import COMPARISONS, conform
-from workflow_scripts.errors import InputError
-from workflow_scripts.stats import compare_policies, group_bootstrap, win_tie_loss
+from workflow_scripts.core.contracts import COMPARISONS, conform
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.routing.stats import compare_policies, group_bootstrap, win_tie_loss
 
 
 def test_two_equal_groups_give_the_hand_computed_percentile_interval():

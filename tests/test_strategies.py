@@ -6,8 +6,10 @@ import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
 
-from workflow_scripts import llm, prompts, strategies
-from workflow_scripts.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, conform
+from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, conform
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
+from workflow_scripts.study_c import strategies
 
 TEMPLATES = prompts.load_templates()
 SYSTEMS = {template.messages[0][1].replace("{{", "{").replace("}}", "}"): name for name, template in prompts.DEFAULTS.items() if template.messages[0][0] == "system"}
@@ -139,10 +141,10 @@ def test_rerank_request_error_keeps_the_retrieval_order(tmp_path):
 
 
 def test_rrf_sums_reciprocal_ranks_and_breaks_ties_by_docid():
-    fused = strategies.rrf([[("a", 9.0), ("b", 8.0)], [("b", 1.0), ("c", 0.5)], [("c", 3.0), ("a", 2.0)]], 60, 3)
+    fused = strategies.fuse([[("a", 9.0), ("b", 8.0)], [("b", 1.0), ("c", 0.5)], [("c", 3.0), ("a", 2.0)]], 60, 3)
     assert [docid for docid, _ in fused] == ["a", "b", "c"]  # all three tie at 1/61 + 1/62: docid order
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
-    assert strategies.rrf([[("x", 1.0), ("y", 1.0)], [("y", 1.0)]], 60, 1) == [("y", pytest.approx(1 / 62 + 1 / 61))]
+    assert strategies.fuse([[("x", 1.0), ("y", 1.0)], [("y", 1.0)]], 60, 1) == [("y", pytest.approx(1 / 62 + 1 / 61))]
 
 
 @pytest.mark.parametrize("reply, usable", [
@@ -158,10 +160,10 @@ def test_fusion_fuses_three_subqueries_or_falls_back_to_the_original(tmp_path, r
     if usable is None:
         assert retriever.searched == [("original question", 5)]
         assert answers["q"]["fallback"] == "fusion_too_few_subqueries"
-        expected = strategies.rrf(FixedRetriever().search(["original question"], 5)[0], 60, 3)
+        expected = strategies.fuse(FixedRetriever().search(["original question"], 5)[0], 60, 3)
     else:
         assert retriever.searched == [(text, 5) for text in usable] and answers["q"]["fallback"] is None
-        expected = strategies.rrf(FixedRetriever().search(usable, 5)[0], 60, 3)
+        expected = strategies.fuse(FixedRetriever().search(usable, 5)[0], 60, 3)
     assert docs_of(runs, "q") == [docid for docid, _ in expected]
     assert answers["q"]["search_queries"] == (usable or ["original question"]) and answers["q"]["llm_calls"] == 2
     assert answers["q"]["retrieval_seconds"] == pytest.approx(0.125 * len(usable or [1]))

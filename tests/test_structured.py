@@ -13,9 +13,11 @@ from typing import ClassVar
 
 import pytest
 
-from workflow_scripts import constraints, llm, prompts, rerank
-from workflow_scripts.constraints import Constraint
-from workflow_scripts.errors import InputError
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm import constraints, prompts
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.constraints import Constraint
+from workflow_scripts.retrieval import rerank
 
 TEMPLATES = prompts.load_templates()
 SMOLLM2 = {"backend": "transformers", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "batch_size": 4,

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from workflow_scripts.contracts import GENERATIONS, QUESTIONS, SPLITS, frame, write_table
-from workflow_scripts.route import feature_table, fit_rule, label_rule
+from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS, frame, write_table
+from workflow_scripts.routing.stage import feature_table, fit_rule, label_rule
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,
         "features": ["query_only", "uncertainty"]}

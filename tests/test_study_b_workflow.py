@@ -8,7 +8,16 @@ import pytest
 import yaml
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.contracts import AUDIT, FRONTIERS, GENERATIONS, LABELS, OOF_SCORES, SPLITS, conform, read_table
+from workflow_scripts.core.contracts import (
+    AUDIT,
+    FRONTIERS,
+    GENERATIONS,
+    LABELS,
+    OOF_SCORES,
+    SPLITS,
+    conform,
+    read_table,
+)
 
 QUESTIONS = 16
 ROUTERS = ("ridge", "bur_linear", "bur_gbm", "entropy", "min_confidence", "bm25_top", "random", "always", "never")

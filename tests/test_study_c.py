@@ -15,8 +15,7 @@ import yaml
 from test_colbert import tiny_encoder
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts import prompts, study_c
-from workflow_scripts.contracts import (
+from workflow_scripts.core.contracts import (
     JUDGMENTS_C,
     STUDY_C_ANSWERS,
     STUDY_C_METRICS,
@@ -25,6 +24,8 @@ from workflow_scripts.contracts import (
     frame,
     read_table,
 )
+from workflow_scripts.llm import prompts
+from workflow_scripts.study_c import tables as study_c
 
 QUERIES = frame([
     {"qid": f"p{paper}:{kind}", "paper_id": f"p{paper}", "query_type": kind, "text": f"q {paper} {kind}"}

@@ -5,8 +5,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from workflow_scripts import synthetic
-from workflow_scripts.contracts import GENERATIONS, STUDY_C_QUERIES, conform, frame
+from workflow_scripts.core.contracts import GENERATIONS, STUDY_C_QUERIES, conform, frame
+from workflow_scripts.study_c import synthetic
 
 
 def test_reservoir_sample_is_seeded_uniform_and_in_stream_order():

@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from workflow_scripts import llm, prompts
-from workflow_scripts.constraints import Constraint
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
+from workflow_scripts.llm.constraints import Constraint
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 VLLM = {"backend": "vllm", "model": SMOLLM2, "max_prompt_tokens": 512, "batch_size": 8,

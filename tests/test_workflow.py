@@ -8,7 +8,7 @@ import pytest
 import yaml
 from workflow_helpers import finished_demo, make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.contracts import CONTRACTS, read_table
+from workflow_scripts.core.contracts import CONTRACTS, read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
 ROUTING_JOBS = {"route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1}

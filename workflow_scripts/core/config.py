@@ -1,0 +1,292 @@
+"""Config validation: the JSON schema that documents every key, applied before any job runs.
+
+In:  the merged config dict (config.yaml plus any --configfile / --config layers).
+Out: the same dict with the schema's defaults filled in, or an `InputError` whose message names each wrong key
+     (as a dotted path), the value found and what is allowed.
+
+This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages that a
+user can act on instead of a dump of the schema; checks a schema cannot express (files that must exist) follow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters.registry import adapter_for
+from workflow_scripts.ingest.splits import check_fractions
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+def load_schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _with_defaults(validator_class: type) -> type:
+    """A validator class that also fills in `default` values (the jsonschema FAQ recipe Snakemake uses)."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, subschema["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": fill_defaults})
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def describe(error: jsonschema.ValidationError) -> str:
+    """One line: the key, the value found and what the schema allows there."""
+    key = _dotted(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
+    if error.validator == "required":
+        return f"{key}: {error.message}"
+    allowed = {
+        "enum": lambda: f"one of {error.validator_value}",
+        "type": lambda: f"a value of type {error.validator_value}",
+        "minimum": lambda: f"a number >= {error.validator_value}",
+        "maximum": lambda: f"a number <= {error.validator_value}",
+        "exclusiveMinimum": lambda: f"a number > {error.validator_value}",
+        "exclusiveMaximum": lambda: f"a number < {error.validator_value}",
+        "minProperties": lambda: f"at least {error.validator_value} entries",
+        "minItems": lambda: f"at least {error.validator_value} items",
+        "uniqueItems": lambda: "a list without repeated values",
+        "pattern": lambda: f"a string matching {error.validator_value!r}",
+    }.get(error.validator, lambda: error.message)()
+    return f"{key} = {error.instance!r} is not allowed; expected {allowed}"
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate (and fill defaults into) `config` in place; raise one InputError listing every problem."""
+    schema = load_schema()
+    validator = _with_defaults(Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
+    leaves = [error for error in errors if not error.context] + [
+        sub for error in errors if error.context for sub in error.context
+    ]
+    if leaves:
+        lines = sorted({describe(error) for error in leaves})
+        raise InputError("invalid config:\n  " + "\n  ".join(lines))
+    check_fractions(config["splits"]["fractions"])
+    check_dataset_files(config)
+    check_measures(config)
+    check_models(config)
+    check_arms(config)
+    check_routing(config)
+    check_generation(config)
+    check_study_c(config)
+    check_review(config)
+    return config
+
+
+def check_dataset_files(config: dict[str, Any]) -> None:
+    """Every file a dataset names must exist (checked here so the run stops before any job)."""
+    missing = [
+        f"datasets.{name}.{key}: {spec[key]!r} is a folder; name the file inside it"
+        if Path(spec[key]).is_dir() else f"datasets.{name}.{key}: file {spec[key]!r} does not exist"
+        for name, spec in config["datasets"].items()
+        for key in adapter_for(name, spec["format"])[1]
+        if not Path(spec[key]).is_file()
+    ]
+    if missing:
+        raise InputError("invalid config:\n  " + "\n  ".join(missing) + "\n  (paths are relative to the project root)")
+
+
+def check_measures(config: dict[str, Any]) -> None:
+    """Every evaluation measure is a name ir-measures can compute (a typo would fail only after retrieval)."""
+    import ir_measures
+
+    bad = []
+    for measure in config["evaluation"]["measures"]:
+        try:
+            ir_measures.parse_measure(measure)
+        except (NameError, ValueError) as error:
+            bad.append(f"evaluation.measures: {measure!r} is not an ir-measures measure ({error})")
+    if bad:
+        raise InputError("invalid config:\n  " + "\n  ".join(bad) + "\n  (e.g. Success@10, RR@10, nDCG@10, R@100, AP)")
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """What the LLM blocks and prompt overrides need before any job: a server address, well-formed templates."""
+    from workflow_scripts.llm.prompts import load_templates
+
+    problems = [
+        f"models.{role}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)"
+        for role in ("generator", "judge")
+        if config["models"][role]["backend"] == "openai" and not config["models"][role].get("base_url")
+    ] + [
+        f"models.{role}.api_key_env: the environment variable {variable!r} is not set; export it before the run "
+        f"(the key itself never goes into the config)"
+        for role in ("generator", "judge")
+        if (variable := config["models"][role].get("api_key_env")) and variable not in os.environ
+    ]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+    load_templates(config["prompts"])
+
+
+def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What is inconsistent in one arm: sizes, its reranker, its datasets."""
+    problems = []
+    if arm["keep"] > arm["candidates"]:
+        problems.append(f"arms.{name}.keep = {arm['keep']} is larger than candidates = {arm['candidates']}")
+    if arm["first_stage"] == "hybrid" and arm["fusion_depth"] < arm["candidates"]:
+        problems.append(
+            f"arms.{name}.fusion_depth = {arm['fusion_depth']} is smaller than candidates = {arm['candidates']}"
+        )
+    rerankers = config["models"]["rerankers"]
+    if arm["rerank"] is not None and arm["rerank"] not in rerankers:
+        problems.append(
+            f"arms.{name}.rerank = {arm['rerank']!r} names no models.rerankers entry; defined: {sorted(rerankers)}"
+        )
+    unknown = sorted(set(arm.get("datasets", [])) - set(config["datasets"]))
+    if unknown:
+        problems.append(f"arms.{name}.datasets: {unknown} are not configured datasets; configured: {sorted(config['datasets'])}")
+    return problems
+
+
+def check_arms(config: dict[str, Any]) -> None:
+    problems = [problem for name, arm in config["arms"].items() for problem in arm_problems(name, arm, config)]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+STUDY_B_SCORERS = ("em", "f1", "contains")
+
+
+def study_b_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """A closed_book → retrieval-arm pair: a real arm, an answer scorer, no Keep-arm features (its answers come
+    from models.generator, which always has a value: the schema's default is the offline SmolLM2)."""
+    where = f"routing.pairs.{name}"
+    problems = []
+    if pair["alternative"] not in config["arms"]:
+        problems.append(f"{where}.alternative = {pair['alternative']!r} names no arm (a pair with base closed_book "
+                        f"needs a retrieval arm to answer from); arms: {sorted(config['arms'])}")
+    if pair["measure"] not in STUDY_B_SCORERS:
+        problems.append(f"{where}.measure = {pair['measure']!r} is not an answer scorer; a pair with base closed_book "
+                        f"scores answers with one of {list(STUDY_B_SCORERS)}")
+    if "base_arm" in pair["features"]:
+        problems.append(f"{where}.features: 'base_arm' reads the base arm's run, but closed_book retrieves nothing "
+                        f"(use query_only, uncertainty, retrieval_score)")
+    return problems
+
+
+def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """What a routing pair refers to that is not configured: arms, the measure, the stages its features need."""
+    if pair["base"] == pair["alternative"]:
+        same = f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}"
+        return [f"{same}; a router chooses between two different policies"]
+    if pair["base"] == "closed_book":
+        problems = study_b_problems(name, pair, config)
+    else:
+        problems = [
+            f"routing.pairs.{name}.{side} = {pair[side]!r} names no arm; arms: {sorted(config['arms'])}"
+            for side in ("base", "alternative")
+            if pair[side] not in config["arms"]
+        ]
+        if pair["measure"] not in config["evaluation"]["measures"]:
+            problems.append(
+                f"routing.pairs.{name}.measure = {pair['measure']!r} is not computed; evaluation.measures: "
+                f"{config['evaluation']['measures']}"
+            )
+    if problems:
+        return problems
+    retrieval_arm = pair["alternative"] if pair["base"] == "closed_book" else pair["base"]
+    scope = config["arms"][retrieval_arm]["scope"]
+    families = pair["features"]
+    if "uncertainty" in families and pair["base"] != "closed_book":
+        problems.append(
+            f"routing.pairs.{name}.features: 'uncertainty' needs the closed-book answers (generate_answers for "
+            f"policy closed_book), which only a pair with base closed_book (Study B) configures"
+        )
+    if "base_arm" in families and pair["base"] != "closed_book":
+        base = config["arms"][pair["base"]]
+        if base["first_stage"] == "bm25" or not base["rerank"]:
+            problems.append(
+                f"routing.pairs.{name}.features: 'base_arm' (Study A's Keep features) needs the base arm "
+                f"'{pair['base']}' to rerank a dense or hybrid first stage"
+            )
+    bm25_scopes = {arm["scope"] for arm in config["arms"].values() if arm["first_stage"] in ("bm25", "hybrid")}
+    if "retrieval_score" in families and scope not in bm25_scopes:
+        problems.append(
+            f"routing.pairs.{name}.features: 'retrieval_score' needs the BM25 probe, a BM25 first stage in scope "
+            f"'{scope}' (add an arm that uses bm25 or hybrid there)"
+        )
+    return problems
+
+
+ROUTER_FAMILIES = {"entropy": "uncertainty", "min_confidence": "uncertainty", "bm25_top": "retrieval_score"}
+FAMILY_STAGES = {"uncertainty": "closed-book generation", "retrieval_score": "BM25 probe"}
+
+
+def check_routing(config: dict[str, Any]) -> None:
+    routing = config["routing"]
+    problems = [problem for name, pair in routing["pairs"].items() for problem in pair_problems(name, pair, config)]
+    for router, spec in routing["routers"].items():
+        family = ROUTER_FAMILIES.get(spec.get("kind", router))
+        lacking = [name for name, pair in routing["pairs"].items() if family and family not in pair["features"]]
+        if lacking:
+            problems.append(
+                f"routing.routers.{router}: reads a '{family}' feature from the {FAMILY_STAGES[family]} stage, "
+                f"which pairs {lacking} do not configure (add '{family}' to their features)"
+            )
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def check_generation(config: dict[str, Any]) -> None:
+    unknown = [policy for policy in config["generation"]["policies"] if policy != "closed_book" and policy not in config["arms"]]
+    if unknown:
+        raise InputError(
+            f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; arms: {sorted(config['arms'])}"
+        )
+
+
+def check_review(config: dict[str, Any]) -> None:
+    """Reviewed sheets name configured datasets and existing files, and answers are judged to compare them with."""
+    problems = []
+    for dataset, sheets in config["review"]["reviewed"].items():
+        if dataset not in config["datasets"]:
+            problems.append(f"review.reviewed.{dataset}: not a configured dataset ({sorted(config['datasets'])})")
+        if not config["generation"]["policies"]:
+            problems.append(f"review.reviewed.{dataset}: no answers are judged (generation.policies is empty)")
+        problems += [
+            f"review.reviewed.{dataset}.{judge}: file {path} does not exist; export the sample first "
+            f"(results/{dataset}/review/{judge}_sample.csv), fill in its human_* columns and name the copy here"
+            for judge, path in sheets.items()
+            if not Path(path).is_file()
+        ]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def check_study_c(config: dict[str, Any]) -> None:
+    """Study C: its dataset is configured, classic (the paired baseline) runs, top_k fits the rerank candidates."""
+    study = config.get("study_c")
+    if study is None:
+        return
+    problems = []
+    if study["dataset"] not in config["datasets"]:
+        problems.append(f"study_c.dataset: '{study['dataset']}' is not in datasets ({sorted(config['datasets'])})")
+    if "classic" not in study["strategies"]:
+        problems.append(f"study_c.strategies: {study['strategies']} must include classic, the paired baseline")
+    if study["top_k"] > study["rerank_candidates"]:
+        problems.append(f"study_c.top_k ({study['top_k']}) must be <= study_c.rerank_candidates ({study['rerank_candidates']})")
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))

@@ -1,0 +1,643 @@
+"""Data contracts: the schema of every canonical Parquet table, declared once, checked on every write.
+
+Every table's schema lives here and nowhere else, grouped by the stage that writes it: ingest, retrieval,
+generation (LLM cache, generations), judging, utility labels, router features, routers, budget frontiers and
+paired comparisons, with the enumerations and column-name tuples they are built from. `CONTRACTS` maps each
+table name to its contract. Stage modules import their contracts from here; this module imports no other
+stage module (only `errors` and `atomic`), so it can never take part in an import cycle.
+
+In:  a polars DataFrame (or rows as dicts) that a stage produced.
+Out: the same data cast to the contract's column order and types, written atomically (`core/atomic.py`), so a
+     killed job never leaves a half-written table behind.
+
+A violation (missing or extra column, a type that does not cast, a null where none is allowed, a value outside
+an enumeration, a duplicated key) raises `ContractError` naming the table, the column and a few offending rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_parquet_atomic
+from workflow_scripts.core.errors import InputError
+
+
+class ContractError(InputError):
+    """A table does not satisfy its declared contract."""
+
+
+@dataclass(frozen=True)
+class Column:
+    dtype: pl.DataType
+    nullable: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    columns: Mapping[str, Column]
+    key: tuple[str, ...]
+    enums: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> dict[str, pl.DataType]:
+        return {name: column.dtype for name, column in self.columns.items()}
+
+
+# --- Ingest (ingest.py, splits.py): units, questions, relevance judgments and the grouped splits
+
+UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})
+SPLIT_NAMES = frozenset({"dev", "calibration", "heldout"})
+
+UNITS = Contract(
+    name="units",
+    columns={
+        "dataset": Column(pl.String(), doc="dataset key from the config"),
+        "group_id": Column(pl.String(), doc="paper or question context the unit belongs to (group scope, splits)"),
+        "unit_id": Column(pl.String(), doc="unique within the dataset; the id qrels and runs refer to"),
+        "kind": Column(pl.String(), doc="paragraph | heading | caption | passage | abstract | document"),
+        "section": Column(pl.String(), nullable=True, doc="section heading the unit sits under, if any"),
+        "position": Column(pl.Int32(), doc="0-based order of the unit inside its group"),
+        "title": Column(pl.String(), nullable=True, doc="document or paragraph title, if the source has one"),
+        "text": Column(pl.String(), doc="the unit's text (never empty)"),
+        "meta": Column(pl.String(), nullable=True, doc="source-specific extras as a JSON object"),
+    },
+    key=("unit_id",),
+    enums={"kind": UNIT_KINDS},
+)
+
+QUESTIONS = Contract(
+    name="questions",
+    columns={
+        "dataset": Column(pl.String()),
+        "qid": Column(pl.String(), doc="unique within the dataset"),
+        "group_id": Column(pl.String(), doc="paper or context the question is about; splits never cross it"),
+        "text": Column(pl.String()),
+        "query_type": Column(pl.String(), nullable=True, doc="e.g. bridge/comparison, problem/method"),
+        "answers": Column(pl.List(pl.String()), doc="reference answers (possibly several annotators)"),
+        "gold_unit_ids": Column(pl.List(pl.String()), doc="units annotated as evidence (relevance > 0)"),
+        "unaligned_evidence": Column(
+            pl.List(pl.String()), doc="evidence strings that matched no unit; the question is kept, flagged"
+        ),
+        "meta": Column(pl.String(), nullable=True, doc="source-specific extras as a JSON object"),
+    },
+    key=("qid",),
+)
+
+QRELS = Contract(
+    name="qrels",
+    columns={
+        "qid": Column(pl.String()),
+        "unit_id": Column(pl.String()),
+        "relevance": Column(pl.Int32(), doc="graded relevance; > 0 is relevant"),
+    },
+    key=("qid", "unit_id"),
+)
+
+SPLITS = Contract(
+    name="splits",
+    columns={
+        "qid": Column(pl.String()),
+        "group_id": Column(pl.String()),
+        "split": Column(pl.String(), doc="dev | calibration | heldout"),
+    },
+    key=("qid",),
+    enums={"split": SPLIT_NAMES},
+)
+
+# --- Retrieval (bm25.py, dense.py, rerank.py, arms.py): rankings, final runs, vectors and their caches
+
+RANKING = Contract(
+    name="ranking",
+    columns={
+        "qid": Column(pl.String()),
+        "unit_id": Column(pl.String()),
+        "rank": Column(pl.Int32(), doc="1-based rank within the query"),
+        "score": Column(pl.Float64(), doc="the first-stage retriever's score (higher is better)"),
+    },
+    key=("qid", "unit_id"),
+)
+
+RUNS = Contract(
+    name="runs",
+    columns={
+        "qid": Column(pl.String()),
+        "rank": Column(pl.Int32(), doc="1-based final rank of the arm"),
+        "unit_id": Column(pl.String()),
+        "score": Column(pl.Float64(), doc="the score the final order follows (rerank, fused or first-stage)"),
+        "dense_score": Column(pl.Float64(), nullable=True),
+        "dense_rank": Column(pl.Int32(), nullable=True, doc="rank in the dense first stage (null: not retrieved)"),
+        "bm25_score": Column(pl.Float64(), nullable=True),
+        "bm25_rank": Column(pl.Int32(), nullable=True, doc="rank in the BM25 first stage (null: not retrieved)"),
+        "fused_score": Column(pl.Float64(), nullable=True, doc="reciprocal rank fusion score (hybrid arms)"),
+        "rerank_score": Column(pl.Float64(), nullable=True, doc="reranker score (arms with a rerank step)"),
+    },
+    key=("qid", "unit_id"),
+)
+
+EMBEDDING_CACHE = Contract(
+    name="embedding_cache",
+    columns={
+        "key": Column(pl.String(), doc="sha256 of (model fingerprint, text): content-addressed"),
+        "vector": Column(pl.List(pl.Float32()), doc="the embedding as the model returned it"),
+    },
+    key=("key",),
+)
+
+UNIT_VECTORS = Contract(
+    name="unit_vectors",
+    columns={
+        "unit_id": Column(pl.String(), doc="row i is row i of the dense index"),
+        "group_id": Column(pl.String()),
+        "vector": Column(pl.List(pl.Float32()), doc="L2-normalized embedding (cosine = inner product)"),
+    },
+    key=("unit_id",),
+)
+
+QUESTION_VECTORS = Contract(
+    name="question_vectors",
+    columns={
+        "qid": Column(pl.String(), doc="in the questions table's row order"),
+        "vector": Column(pl.List(pl.Float32()), doc="L2-normalized embedding by the units' embedder"),
+    },
+    key=("qid",),
+)
+
+RERANK_SCORES = Contract(
+    name="rerank_scores",
+    columns={
+        "qid": Column(pl.String()),
+        "unit_id": Column(pl.String()),
+        "rerank_score": Column(pl.Float64()),
+    },
+    key=("qid", "unit_id"),
+)
+
+SCORE_CACHE = Contract(
+    name="score_cache",
+    columns={
+        "key": Column(pl.String(), doc="sha256 of (model fingerprint, query text, unit text)"),
+        "score": Column(pl.Float64(), doc="pairwise relevance score (cross-encoder or LLM pointwise)"),
+    },
+    key=("key",),
+)
+
+# --- Generation (llm.py): the LLM cache and one row per generated request
+
+BACKENDS = ("transformers", "openai", "vllm")
+
+_RESULT_COLUMNS = {
+    "text": Column(pl.String(), doc="the generated text (stop strings and end-of-sequence removed)"),
+    "finish_reason": Column(pl.String(), doc="stop (end of sequence or a stop string) | length (max_new_tokens)"),
+    "prompt_tokens": Column(pl.Int32(), nullable=True, doc="tokens in the prompt (null: a server did not say)"),
+    "completion_tokens": Column(pl.Int32(), nullable=True, doc="tokens generated (null: a server did not say)"),
+    "mean_entropy": Column(pl.Float64(), nullable=True, doc="mean next-token entropy over generated tokens, nats"),
+    "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
+    "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
+    "uncertainty_basis": Column(
+        pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm.py)"
+    ),
+    "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
+    "backend": Column(pl.String(), doc="transformers | openai | vllm"),
+    "model": Column(pl.String(), doc="the model reference from the config"),
+    "device": Column(pl.String(), doc="cpu, cuda:0, ... or the server's base URL"),
+}
+
+LLM_CACHE = Contract(
+    name="llm_cache",
+    columns={
+        "key": Column(pl.String(), doc="sha256 of (model fingerprint, backend, sampling, rendered prompt)"),
+        **_RESULT_COLUMNS,
+    },
+    key=("key",),
+    enums={"finish_reason": frozenset({"stop", "length"}), "backend": frozenset(BACKENDS)},
+)
+
+GENERATIONS = Contract(
+    name="generations",
+    columns={
+        "request_id": Column(pl.String(), doc="the caller's id of the request (unique per call)"),
+        "key": Column(pl.String(), doc="the LLM cache key; equal keys mean identical requests"),
+        "status": Column(pl.String(), doc="ok | error"),
+        "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
+        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
+        "constrained": Column(pl.Boolean(), doc="decoded under its step's reply schema (constraints.py)"),
+        **{
+            name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
+            for name, column in _RESULT_COLUMNS.items()
+        },
+        "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
+        "evidence_kept": Column(pl.Int32(), doc="units in the prompt after the context-length policy"),
+        "evidence_truncated": Column(pl.Boolean(), doc="a unit was cut or dropped to fit max_prompt_tokens"),
+    },
+    key=("request_id",),
+    enums={
+        "status": frozenset({"ok", "error"}),
+        "source": frozenset({"generated", "cache", "duplicate"}),
+        "finish_reason": frozenset({"stop", "length"}),
+        "backend": frozenset(BACKENDS),
+    },
+)
+
+
+# --- Judging (judges.py): one judgment per item, Study C and Study A
+
+STATUSES = frozenset({"ok", "length", "parse_failed", "error"})
+OBTAINED = ("constrained", "parsed", "repaired", "reasked", "length", "parse_failed", "error")
+STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
+
+_COMMON = {
+    "item_id": Column(pl.String(), doc="the judged item (e.g. '<qid>|<policy>')"),
+    "status": Column(pl.String(), doc="ok | length (the reply was cut by its token budget) | parse_failed | error"),
+    "attempts": Column(pl.Int32(), doc="judge calls made (1 + re-asks)"),
+    "obtained": Column(
+        pl.String(), doc="how the last reply was obtained: constrained (decoded under its schema) | parsed (strict "
+        "JSON, unconstrained) | repaired | reasked (accepted on a re-ask) | length | parse_failed | error",
+    ),
+}
+_TAIL = {
+    "reply": Column(pl.String(), nullable=True, doc="the judge's last raw reply"),
+    "failure": Column(pl.String(), nullable=True, doc="why the last reply was unusable, or the call's error"),
+    "judge_model": Column(pl.String(), doc="the judge's model reference"),
+}
+
+JUDGMENTS_C = Contract(
+    name="judgments_study_c",
+    columns={
+        **_COMMON,
+        "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
+        **{metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS},
+        **_TAIL,
+    },
+    key=("item_id",),
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
+)
+
+JUDGMENTS_A = Contract(
+    name="judgments_study_a",
+    columns={
+        **_COMMON,
+        "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
+        "correctness": Column(pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"),
+        "faithfulness": Column(pl.Int8(), nullable=True, doc="0/1/2 against the units shown; null for abstentions"),
+        **_TAIL,
+    },
+    key=("item_id",),
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
+)
+
+
+# --- Utility labels (labels.py): what firing the router changes for each query
+
+ARM_OUTCOMES = ("rescue", "harm", "tie")
+RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
+
+LABELS = Contract(
+    name="labels",
+    columns={
+        "qid": Column(pl.String()),
+        "metric_off": Column(pl.Float64(), doc="metric when the router does not fire (arm A / no retrieval)"),
+        "metric_on": Column(pl.Float64(), doc="metric when the router fires (arm B / retrieval)"),
+        "delta": Column(pl.Float64(), doc="metric_on - metric_off: Study A's Δ, Study B's utility u"),
+        "outcome": Column(pl.String(), doc="sign of delta: rescue|harm|tie (arms) or benefit|harm|neutral"),
+    },
+    key=("qid",),
+    enums={"outcome": frozenset(ARM_OUTCOMES + RETRIEVAL_OUTCOMES)},
+)
+
+
+# --- Router features (features.py): one wide table per cost family, one Float64 column per feature
+
+KEEP_FEATURE_NAMES = (
+    "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
+)
+QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
+QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
+UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob", "unc_seq_logprob")
+PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
+
+FEATURE_FAMILY = {
+    **{name: "base_arm" for name in KEEP_FEATURE_NAMES},
+    **{name: "query_only" for name in QUERY_FEATURE_NAMES},
+    **{name: "uncertainty" for name in UNCERTAINTY_FEATURE_NAMES},
+    **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
+}
+
+
+def _feature_contract(name: str, features: Sequence[str]) -> Contract:
+    columns = {"qid": Column(pl.String())} | {feature: Column(pl.Float64(), doc=FEATURE_FAMILY[feature])
+                                              for feature in features}
+    return Contract(name=name, columns=columns, key=("qid",))
+
+
+KEEP_FEATURES = _feature_contract("keep_features", KEEP_FEATURE_NAMES)
+QUERY_FEATURES = _feature_contract("query_features", QUERY_FEATURE_NAMES)
+UNCERTAINTY_FEATURES = _feature_contract("uncertainty_features", UNCERTAINTY_FEATURE_NAMES)
+PROBE_FEATURES = _feature_contract("probe_features", PROBE_FEATURE_NAMES)
+
+
+# --- Routers (routers.py): out-of-fold scores and routed held-out queries
+
+OOF_SCORES = Contract(
+    name="oof_scores",
+    columns={
+        "qid": Column(pl.String()),
+        "group_id": Column(pl.String()),
+        "fold": Column(pl.Int32(), doc="0-based GroupKFold fold the query was held out in"),
+        "score": Column(pl.Float64(), doc="router score from a model that never saw the query's group"),
+        "signal_absent": Column(pl.Boolean(), doc="the fold's training labels were constant: the score is flat"),
+    },
+    key=("qid",),
+)
+
+ROUTED = Contract(
+    name="routed",
+    columns={
+        "qid": Column(pl.String()),
+        "score": Column(pl.Float64()),
+        "triggered": Column(pl.Boolean(), doc="score > the frozen threshold"),
+    },
+    key=("qid",),
+)
+
+
+# --- Budget frontiers (frontiers.py): frontier rows per budget and the calibration audit
+
+RULES = ("deployable", "conservative")
+
+FRONTIERS = Contract(
+    name="frontiers",
+    columns={
+        "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
+        "budget": Column(pl.Float64(), doc="target usage rate ρ"),
+        "threshold": Column(pl.Float64(), nullable=True, doc="score > threshold triggers; null for exact"),
+        "epsilon": Column(pl.Float64(), doc="DKW slack (conservative), 0 otherwise"),
+        "calibration_usage": Column(pl.Float64(), nullable=True, doc="usage on calibration; null for exact"),
+        "usage": Column(pl.Float64(), doc="realized usage rate on held-out"),
+        "transfer_error": Column(pl.Float64(), doc="usage - budget"),
+        "accuracy": Column(pl.Float64(), doc="mean held-out metric under the policy"),
+        "n_calibration": Column(pl.Int64()),
+        "n_heldout": Column(pl.Int64()),
+    },
+    key=("frontier", "budget"),
+    enums={"frontier": frozenset({"exact", *RULES})},
+)
+
+AUDIT = Contract(
+    name="calibration_audit",
+    columns={
+        "budget": Column(pl.Float64()),
+        "rule": Column(pl.String(), doc="deployable | conservative"),
+        "combinations": Column(pl.Int64(), doc="router × split combinations"),
+        "violations": Column(pl.Int64(), doc="combinations whose held-out usage exceeds the budget"),
+        "violation_share": Column(pl.Float64()),
+        "mean_usage": Column(pl.Float64()),
+        "mean_accuracy": Column(pl.Float64()),
+    },
+    key=("budget", "rule"),
+    enums={"rule": frozenset(RULES)},
+)
+
+
+# --- Paired comparisons (stats.py): group-bootstrap intervals and win / tie / loss shares
+
+METHODS = ("percentile", "bca")
+
+COMPARISONS = Contract(
+    name="comparisons",
+    columns={
+        "a": Column(pl.String(), doc="policy on the left of the difference"),
+        "b": Column(pl.String(), doc="policy subtracted"),
+        "estimate": Column(pl.Float64(), doc="mean over queries of a − b"),
+        "low": Column(pl.Float64()),
+        "high": Column(pl.Float64()),
+        "confidence": Column(pl.Float64()),
+        "method": Column(pl.String(), doc="percentile | bca"),
+        "resamples": Column(pl.Int64()),
+        "n": Column(pl.Int64(), doc="queries"),
+        "n_groups": Column(pl.Int64(), doc="groups resampled"),
+        "win": Column(pl.Float64(), doc="share of queries with a > b"),
+        "tie": Column(pl.Float64()),
+        "loss": Column(pl.Float64()),
+    },
+    key=("a", "b"),
+    enums={"method": frozenset(METHODS)},
+)
+
+
+# --- Measured cost (cost.py): the per-query ledger and what each routing policy costs
+
+COST_STAGES = frozenset({
+    "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
+})
+COST_BASES = frozenset({"item", "job_even"})
+
+COST_LEDGER = Contract(
+    name="cost_ledger",
+    columns={
+        "dataset": Column(pl.String()),
+        "qid": Column(pl.String()),
+        "stage": Column(pl.String(), doc="the rule that did the work (see COST_STAGES)"),
+        "component": Column(pl.String(), doc="which instance: scope, reranker, arm, pair or policy"),
+        "seconds": Column(pl.Float64(), doc="measured wall seconds attributed to this query"),
+        "basis": Column(pl.String(), doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
+                                         "seconds divided evenly over its items"),
+        "job_seconds": Column(pl.Float64(), doc="wall seconds of the whole job (Snakemake benchmark file)"),
+        "job_items": Column(pl.Int64(), doc="items the job processed (queries, pairs or requests)"),
+        "items": Column(pl.Int64(), doc="items of this query in the job"),
+        "device": Column(pl.String(), doc="cpu, cuda, ... or a server's base URL"),
+        "prompt_tokens": Column(pl.Int64(), nullable=True, doc="LLM prompt tokens (null: not an LLM stage or not recorded)"),
+        "completion_tokens": Column(pl.Int64(), nullable=True),
+        "retrieval_calls": Column(pl.Int64(), doc="first-stage searches made for this query"),
+        "llm_calls": Column(pl.Int64(), doc="LLM generation calls made for this query (re-asks included)"),
+        "rerank_pairs": Column(pl.Int64(), doc="(query, unit) pairs scored by a reranker"),
+    },
+    key=("qid", "stage", "component"),
+    enums={"stage": COST_STAGES, "basis": COST_BASES},
+)
+
+POLICY_COSTS = Contract(
+    name="policy_costs",
+    columns={
+        "router": Column(pl.String()),
+        "families": Column(pl.String(), doc="feature families the router reads, '+'-joined ('' for none)"),
+        "component": Column(pl.String(), doc="pre_decision | base_answer | trigger_retrieval | trigger_generation"),
+        "usage": Column(pl.Float64(), doc="held-out trigger rate of the frozen router"),
+        "accuracy": Column(pl.Float64(), doc="held-out mean metric of the adaptive policy"),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query spent in this component"),
+        "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query (costs.prices)"),
+    },
+    key=("router", "component"),
+    enums={"component": frozenset({"pre_decision", "base_answer", "trigger_retrieval", "trigger_generation"})},
+)
+
+COST_FRONTIERS = Contract(
+    name="cost_frontiers",
+    columns={
+        "router": Column(pl.String()),
+        "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
+        "budget": Column(pl.Float64()),
+        "usage": Column(pl.Float64(), doc="realized held-out usage (frontiers.parquet)"),
+        "accuracy": Column(pl.Float64(), doc="held-out mean metric (frontiers.parquet)"),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query under the same triggers"),
+        "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query"),
+    },
+    key=("router", "frontier", "budget"),
+    enums={"frontier": frozenset({"exact", *RULES})},
+)
+
+REUSE_COSTS = Contract(
+    name="reuse_costs",
+    columns={
+        "mode": Column(pl.String(), doc="reuse (the base arm's rankings and rerank scores are reused) | recompute"),
+        "stage": Column(pl.String(), doc="the triggered arm's stage (COST_STAGES)"),
+        "component": Column(pl.String()),
+        "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query of triggering the arm"),
+        "token_equivalents": Column(pl.Float64()),
+        "rerank_pairs": Column(pl.Float64(), doc="mean pairs the trigger sends to the reranker"),
+    },
+    key=("mode", "stage", "component"),
+    enums={"mode": frozenset({"reuse", "recompute"})},
+)
+
+
+# --- Study C (synthetic.py, strategies.py, study_c.py): synthetic queries, strategy runs, answers with costs
+
+QUERY_TYPES = frozenset({"problem", "method"})
+
+STUDY_C_QUERIES = Contract(
+    name="study_c_queries",
+    columns={
+        "qid": Column(pl.String(), doc="<paper id>:<query type>"),
+        "paper_id": Column(pl.String(), doc="the source paper: the gold target (a unit_id of the corpus)"),
+        "query_type": Column(pl.String(), doc="problem | method"),
+        "text": Column(pl.String(), doc="the generated query (never empty)"),
+    },
+    key=("qid",),
+    enums={"query_type": QUERY_TYPES},
+)
+
+STUDY_C_RUNS = Contract(
+    name="study_c_runs",
+    columns={
+        "qid": Column(pl.String()),
+        "strategy": Column(pl.String()),
+        "docid": Column(pl.String(), doc="a paper id (unit_id of the corpus)"),
+        "rank": Column(pl.Int32(), doc="1-based; the top-k given to the generator"),
+        "score": Column(pl.Float64(), doc="the score the final order follows (cosine, MaxSim, RRF or listwise rank)"),
+    },
+    key=("qid", "docid"),
+)
+
+STUDY_C_ANSWERS = Contract(
+    name="study_c_answers",
+    columns={
+        "qid": Column(pl.String()),
+        "strategy": Column(pl.String()),
+        "searched": Column(pl.Boolean(), doc="the strategy retrieved for this query (false: Tool Call chose not to)"),
+        "search_queries": Column(pl.List(pl.String()), doc="the texts actually searched, in order"),
+        "fallback": Column(pl.String(), nullable=True, doc="why the strategy fell back (null: it did not)"),
+        "answer": Column(pl.String(), nullable=True, doc="the generated answer (null when its call failed)"),
+        "answer_status": Column(pl.String(), doc="ok | error"),
+        "answer_error": Column(pl.String(), nullable=True),
+        "llm_calls": Column(pl.Int32(), doc="LLM calls for this query, the answer included"),
+        "prompt_tokens": Column(pl.Int64()),
+        "completion_tokens": Column(pl.Int64()),
+        "llm_seconds": Column(pl.Float64(), doc="measured LLM seconds (batch time apportioned by tokens)"),
+        "retrieval_seconds": Column(pl.Float64(), doc="measured search seconds (batch time split evenly)"),
+    },
+    key=("qid",),
+    enums={"answer_status": frozenset({"ok", "error"})},
+)
+
+
+# --- The registry: every contract above, by table name
+
+CONTRACTS = {
+    contract.name: contract
+    for contract in (
+        UNITS, QUESTIONS, QRELS, SPLITS,
+        RANKING, RUNS, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
+        LLM_CACHE, GENERATIONS,
+        JUDGMENTS_C, JUDGMENTS_A,
+        LABELS,
+        KEEP_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, PROBE_FEATURES,
+        OOF_SCORES, ROUTED,
+        FRONTIERS, AUDIT,
+        COMPARISONS,
+        COST_LEDGER, POLICY_COSTS, COST_FRONTIERS, REUSE_COSTS,
+        STUDY_C_QUERIES, STUDY_C_RUNS, STUDY_C_ANSWERS,
+    )
+}
+
+
+def frame(rows: Iterable[Mapping], contract: Contract) -> pl.DataFrame:
+    """Build a DataFrame with the contract's schema from row dicts (missing nullable keys become null)."""
+    rows = list(rows)
+    data = {name: [row.get(name) for row in rows] for name in contract.columns}
+    return conform(pl.DataFrame(data, schema=contract.schema, strict=False), contract)
+
+
+def _examples(values: Iterable, limit: int = 5) -> str:
+    values = [repr(value) for value in values]
+    shown = ", ".join(values[:limit])
+    return shown + (f" (and {len(values) - limit} more)" if len(values) > limit else "")
+
+
+def conform(table: pl.DataFrame, contract: Contract) -> pl.DataFrame:
+    """Check `table` against `contract`; return it cast to the declared order and types."""
+    missing = [name for name in contract.columns if name not in table.columns]
+    extra = [name for name in table.columns if name not in contract.columns]
+    if missing or extra:
+        raise ContractError(
+            f"table '{contract.name}': missing columns {missing}, unexpected columns {extra}; "
+            f"the contract is {list(contract.columns)}"
+        )
+    try:
+        table = table.select(
+            pl.col(name).cast(column.dtype, strict=True) for name, column in contract.columns.items()
+        )
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as error:
+        raise ContractError(f"table '{contract.name}': a column does not cast to its declared type: {error}")
+    for name, column in contract.columns.items():
+        if not column.nullable and table[name].null_count():
+            raise ContractError(
+                f"table '{contract.name}': column '{name}' has {table[name].null_count()} null values "
+                f"and allows none"
+            )
+    for name, allowed in contract.enums.items():
+        bad = set(table[name].drop_nulls().unique().to_list()) - allowed
+        if bad:
+            raise ContractError(
+                f"table '{contract.name}': column '{name}' has values {_examples(sorted(bad))}; "
+                f"allowed: {sorted(allowed)}"
+            )
+    duplicated = table.filter(pl.struct(contract.key).is_duplicated()).select(contract.key).unique()
+    if duplicated.height:
+        keys = [tuple(row) if len(row) > 1 else row[0] for row in duplicated.sort(contract.key).rows()]
+        raise ContractError(
+            f"table '{contract.name}': {duplicated.height} duplicated {'/'.join(contract.key)} values: "
+            f"{_examples(keys)}"
+        )
+    return table
+
+
+def write_table(table: pl.DataFrame, path: str | os.PathLike, contract: Contract) -> pl.DataFrame:
+    """Conform `table` and write it as Parquet at `path` atomically; return the conformed table."""
+    table = conform(table, contract)
+    write_parquet_atomic(table, path)
+    return table
+
+
+def read_table(path: str | os.PathLike, contract: Contract) -> pl.DataFrame:
+    """Read a canonical table and check it against its contract (a stale or foreign file fails loudly)."""
+    path = Path(path)
+    if not path.exists():
+        raise ContractError(f"table '{contract.name}': file {path} does not exist")
+    return conform(pl.read_parquet(path), contract)

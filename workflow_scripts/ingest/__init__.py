@@ -1,0 +1,1 @@
+"""Ingest stage: dataset adapters → canonical units, questions and qrels; grouped splits."""

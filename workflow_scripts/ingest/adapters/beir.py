@@ -1,0 +1,149 @@
+"""BEIR adapter: a BEIR-layout dataset (corpus, queries, qrels) → the canonical units, questions and qrels.
+
+In:  the dataset's config entry with three file keys (each optionally gzip-compressed, detected by magic bytes):
+     - `corpus`:  JSON Lines, one document a line: {"_id", "title", "text", "metadata"};
+     - `queries`: JSON Lines, one query a line: {"_id", "text", "metadata"};
+     - `qrels`:   TSV with the header `query-id  corpus-id  score`, integer scores.
+Out: an `Ingested` bundle:
+     - units: one per document; unit_id = group_id = `_id`, kind "document", position 0, title (null when empty),
+       text, meta = the `metadata` object as JSON (null when empty or absent);
+     - questions: every query of the queries file, judged or not; group_id = qid, query_type null, answers [],
+       gold_unit_ids = the sorted ids judged with relevance > 0, unaligned_evidence [];
+     - qrels: every row of the qrels file (relevance ≤ 0 rows kept as judged non-relevant);
+     - counts: `corpus_docs`, `queries`, `queries_with_qrels`, `qrels`.
+
+A line that is not a JSON object, lacks `_id` or `text`, a qrels score that is not an integer, or a
+(query, document) pair judged twice raises `InputError` naming the file and line.
+
+`Qrel`, `document_row`, `parse_relevance`, `unique_qrels` and `judged_bundle` are shared with the TREC adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from workflow_scripts.core import files
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters.source_records import bundle, input_path, question_row, unit_row
+
+QRELS_HEADER = ["query-id", "corpus-id", "score"]
+
+
+class Qrel(NamedTuple):
+    line: int
+    qid: str
+    unit_id: str
+    relevance: int
+
+
+def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+    corpus = input_path(spec, dataset, "corpus")
+    queries_path = input_path(spec, dataset, "queries")
+    qrels_path = input_path(spec, dataset, "qrels")
+    units = [corpus_unit(number, record, corpus) for number, record in files.read_jsonl(corpus)]
+    queries = read_queries(queries_path)
+    qrels = read_qrels(qrels_path)
+    return judged_bundle(dataset, units, queries, qrels, "corpus_docs", "queries")
+
+
+def _field(record: Any, key: str, path: Path, number: int) -> str:
+    """`record[key]` as a string (an integer id is accepted); else an InputError naming file and line."""
+    if not isinstance(record, dict):
+        raise InputError(f"{path}: line {number} is not a JSON object")
+    value = record.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise InputError(f"{path}: line {number} has no string field '{key}'")
+    return value
+
+
+def document_row(unit_id: str, text: str, title: str | None = None, meta: str | None = None) -> dict:
+    """A whole-document unit row: group_id = unit_id, kind "document", position 0."""
+    return unit_row(unit_id, unit_id, "document", 0, title, text, meta=meta)
+
+
+def corpus_unit(number: int, record: Any, path: Path) -> dict:
+    """The unit row of one corpus line (see the module docstring)."""
+    unit_id = _field(record, "_id", path, number)
+    metadata = record.get("metadata")
+    return document_row(
+        unit_id,
+        _field(record, "text", path, number),
+        title=record.get("title") or None,
+        meta=json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None,
+    )
+
+
+def read_queries(path: Path) -> dict[str, str]:
+    """qid → text, in file order, from a BEIR queries file; a repeated qid names its line."""
+    queries: dict[str, str] = {}
+    for number, record in files.read_jsonl(path):
+        qid = _field(record, "_id", path, number)
+        if qid in queries:
+            raise InputError(f"{path}: line {number} repeats query id {qid!r}")
+        queries[qid] = _field(record, "text", path, number)
+    return queries
+
+
+def parse_relevance(value: str, path: Path, number: int) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"{path}: line {number}: relevance {value!r} is not an integer") from None
+
+
+def read_qrels(path: Path) -> list[Qrel]:
+    """Rows of a BEIR qrels TSV; the first line must be the `query-id corpus-id score` header."""
+    lines = files.read_tsv(path, 3)
+    header = next(lines, None)
+    if header is None or header[1][:3] != QRELS_HEADER:
+        raise InputError(f"{path}: the first line must be the header {' '.join(QRELS_HEADER)!r}")
+    rows = [Qrel(number, fields[0], fields[1], parse_relevance(fields[2], path, number)) for number, fields in lines]
+    return unique_qrels(rows, path)
+
+
+def unique_qrels(rows: list[Qrel], path: Path) -> list[Qrel]:
+    """`rows` unchanged, or an InputError naming both lines of the first (query, unit) pair judged twice."""
+    seen: dict[tuple[str, str], int] = {}
+    for row in rows:
+        earlier = seen.setdefault((row.qid, row.unit_id), row.line)
+        if earlier != row.line:
+            raise InputError(
+                f"{path}: line {row.line} judges query {row.qid!r} / document {row.unit_id!r} again "
+                f"(first at line {earlier}); keep one judgment per pair"
+            )
+    return rows
+
+
+def judged_bundle(
+    dataset: str,
+    units: list[dict],
+    queries: Mapping[str, str],
+    qrels: list[Qrel],
+    docs_key: str,
+    queries_key: str,
+    extra_counts: Mapping[str, int] | None = None,
+) -> Ingested:
+    """The bundle of a judged collection: the units; one question per query (group_id = qid, gold_unit_ids =
+    sorted ids judged with relevance > 0); every qrel; counts `<docs_key>` (units), `<queries_key>` (queries),
+    `<queries_key>_with_qrels` (queries judged at all), `qrels`, then `extra_counts`."""
+    gold: dict[str, list[str]] = {}
+    for row in qrels:
+        if row.relevance > 0:
+            gold.setdefault(row.qid, []).append(row.unit_id)
+    questions = [question_row(qid, qid, text, None, [], sorted(gold.get(qid, [])), []) for qid, text in queries.items()]
+    judged = {row.qid for row in qrels}
+    counts = {
+        docs_key: len(units),
+        queries_key: len(queries),
+        f"{queries_key}_with_qrels": sum(qid in judged for qid in queries),
+        "qrels": len(qrels),
+        **(extra_counts or {}),
+    }
+    qrel_rows = [{"qid": row.qid, "unit_id": row.unit_id, "relevance": row.relevance} for row in qrels]
+    return bundle(dataset, units, questions, qrel_rows, counts)

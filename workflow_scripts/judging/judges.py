@@ -1,0 +1,248 @@
+"""Judging answers: the two studies' LLM judges, and Study B's deterministic answer scorers.
+
+In:  answers to judge as a table (item_id, question, answer; Study A also references and evidence lists), a
+     judge `llm.Engine`, the LLM cache folder and the templates (`prompts.load_templates`).
+Out: one row per item: JUDGMENTS_C (Study C: is_answer, accuracy, completeness, faithfulness, relevance,
+     clarity, overall) or JUDGMENTS_A (Study A: abstained, correctness, faithfulness), with status "ok",
+     "parse_failed" (no usable reply after the re-asks) or "error" (the judge call itself failed; not cached,
+     so the next run retries it). Study B: `score_answers` gives exact match, token F1 and containment.
+
+Study C's judge sees the question and the answer only. It first decides is_answer; when false every score is 0
+(whatever the reply says, as in the study), otherwise each of the six scores must be an integer 1–5.
+Study A's judge sees the question, the reference answers, the evidence units shown to the answerer and the
+answer: correctness 0/1/2 against the references (wrong, unsupported or an unjustified abstention 0; partial
+1; correct 2) and faithfulness 0/1/2 against the units shown; an abstention gets no faithfulness score (null).
+
+Both judges are decoded under their reply schema (`prompts.JUDGE_C_REPLY`, `prompts.JUDGE_A_REPLY`) when the
+judge's backend has structured outputs on (the default), so a reply is valid JSON with every score in range by
+construction; `obtained` records how each accepted reply came about (constrained, parsed, repaired, reasked).
+Parsing each reply: strict JSON, then repair (`prompts.parse_json`), then validation. A reply cut by its token
+budget is status "length" (never re-asked: the same budget would cut it again). A reply that fails otherwise —
+no JSON, a missing key, a non-integer, or a score out of range (a failure, never clamped) — is re-asked up to
+`max_reasks` times: the conversation so far grows by the judge's reply and a turn giving the reason, and
+the judge is asked again (each re-ask is a new prompt, so a new cache key, and a greedy judge is not simply
+asked the same thing twice). What still fails is `parse_failed`; counts and shares are logged (`summary`).
+
+Deterministic scorers (Study B) use the SQuAD/HotpotQA answer normalization (lowercase, drop punctuation and
+the articles a/an/the, collapse whitespace) and take the maximum over the reference answers. Token F1 follows
+the HotpotQA evaluation script: when either side normalizes to "yes", "no" or "noanswer" and they differ, F1 is
+0. Containment: the normalized reference occurs in the normalized prediction on token boundaries.
+"""
+
+import logging
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, Contract, frame
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
+
+log = logging.getLogger(__name__)
+
+Validated = tuple[dict[str, Any] | None, str | None]
+
+
+def _integer(reply: Mapping[str, Any], name: str, low: int, high: int) -> tuple[int | None, str | None]:
+    value = reply.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        return None, f'"{name}" must be an integer from {low} to {high}, got {value!r}'
+    if not low <= value <= high:
+        return None, f'"{name}" = {int(value)} is outside {low}–{high}'
+    return int(value), None
+
+
+def validate_study_c(reply: Mapping[str, Any]) -> Validated:
+    """Scores from a Study C judge reply, or the reason it is unusable."""
+    is_answer = reply.get("is_answer")
+    if not isinstance(is_answer, bool):
+        return None, f'"is_answer" must be true or false, got {is_answer!r}'
+    if not is_answer:
+        return {"is_answer": False, **dict.fromkeys(STUDY_C_METRICS, 0)}, None
+    scores: dict[str, Any] = {"is_answer": True}
+    for metric in STUDY_C_METRICS:
+        scores[metric], failure = _integer(reply, metric, 1, 5)
+        if failure:
+            return None, failure
+    return scores, None
+
+
+def validate_study_a(reply: Mapping[str, Any]) -> Validated:
+    """Scores from a Study A judge reply (faithfulness null for abstentions), or the reason it is unusable."""
+    abstained = reply.get("abstained")
+    if not isinstance(abstained, bool):
+        return None, f'"abstained" must be true or false, got {abstained!r}'
+    correctness, failure = _integer(reply, "correctness", 0, 2)
+    if failure:
+        return None, failure
+    if abstained:
+        return {"abstained": True, "correctness": correctness, "faithfulness": None}, None
+    faithfulness, failure = _integer(reply, "faithfulness", 0, 2)
+    if failure:
+        return None, failure
+    return {"abstained": False, "correctness": correctness, "faithfulness": faithfulness}, None
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A judge: its template, how an item becomes template fields and evidence, and how a reply is validated."""
+
+    template: str
+    contract: Contract
+    request_parts: Callable[[Mapping[str, Any]], tuple[dict[str, str], tuple[str, ...]]]
+    validate: Callable[[Mapping[str, Any]], Validated]
+
+
+STUDY_C = JudgeSpec(
+    "judge_study_c", JUDGMENTS_C,
+    lambda item: ({"question": item["question"], "answer": item["answer"]}, ()),
+    validate_study_c,
+)
+STUDY_A = JudgeSpec(
+    "judge_study_a", JUDGMENTS_A,
+    lambda item: (
+        {
+            "question": item["question"], "answer": item["answer"],
+            "references": "\n".join(f"- {reference}" for reference in item["references"]),
+        },
+        tuple(item["evidence"]),
+    ),
+    validate_study_a,
+)
+
+
+def judge(
+    spec: JudgeSpec,
+    items: pl.DataFrame,
+    engine: llm.Engine,
+    cache_dir: Path,
+    templates: Mapping[str, prompts.Template],
+    max_reasks: int = 2,
+    sampling: Mapping[str, Any] | None = None,
+) -> pl.DataFrame:
+    """Judge every item (see the module docstring); one row per item, in item order."""
+    template, reask = templates[spec.template], templates["reask"]
+    originals: dict[str, llm.Request] = {}
+    for item in items.iter_rows(named=True):
+        fields, evidence = spec.request_parts(item)
+        originals[item["item_id"]] = llm.Request(item["item_id"], template, fields, evidence)
+    results: dict[str, dict[str, Any]] = {}
+    pending = dict(originals)
+    for attempt in range(1, max_reasks + 2):
+        if not pending:
+            break
+        table = llm.generate(list(pending.values()), engine, cache_dir, sampling)
+        retry: dict[str, llm.Request] = {}
+        for item_id, row in zip(pending, table.iter_rows(named=True)):
+            base = {"item_id": item_id, "attempts": attempt, "judge_model": engine.config.model, "reply": row["text"]}
+            if row["status"] == "error":
+                results[item_id] = {**base, "status": "error", "obtained": "error", "failure": row["error"]}
+                continue
+            parsed, obtained = prompts.read_reply(row, dict)
+            scores, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
+            if scores is not None:
+                results[item_id] = {**base, **scores, "status": "ok", "obtained": "reasked" if attempt > 1 else obtained}
+                continue
+            if obtained == "length":
+                results[item_id] = {**base, "status": "length", "obtained": "length",
+                                    "failure": f"the reply was cut at {row['completion_tokens']} tokens"}
+                continue
+            results[item_id] = {**base, "status": "parse_failed", "obtained": "parse_failed", "failure": failure}
+            turns = prompts.render(reask, {"reason": failure})
+            asked = pending[item_id]
+            retry[item_id] = replace(
+                asked, request_id=f"{item_id}#reask{attempt}",
+                followup=(*asked.followup, ("assistant", row["text"]), *((turn["role"], turn["content"]) for turn in turns)),
+            )
+        pending = retry
+    table = frame([results[item_id] for item_id in originals], spec.contract)
+    counts = summary(table)
+    log.info(
+        "judge %s: %d items, %d ok (%d constrained, %d parsed, %d repaired, %d reasked), %d cut by length, "
+        "%d parse_failed (%.1f%%), %d errors (%.1f%%)", spec.template, counts["items"], counts["ok"],
+        counts["constrained"], counts["parsed"], counts["repaired"], counts["reasked"], counts["length"],
+        counts["parse_failed"], 100 * counts["parse_failed_share"], counts["error"], 100 * counts["error_share"],
+    )
+    return table
+
+
+def summary(judgments: pl.DataFrame) -> dict[str, float]:
+    """Counts of judgments by how they were obtained (OBTAINED) and of ok ones, and the parse_failed and error
+    shares."""
+    obtained = Counter(judgments["obtained"].to_list())
+    items = judgments.height
+    return {
+        "items": items, "ok": judgments.filter(pl.col("status") == "ok").height,
+        **{how: obtained[how] for how in OBTAINED},
+        "parse_failed_share": obtained["parse_failed"] / items if items else 0.0,
+        "error_share": obtained["error"] / items if items else 0.0,
+    }
+
+
+def obtained_counts(obtained: Sequence[str | None]) -> str:
+    """How a set of judgments came about, as "constrained: 15; length: 2" (OBTAINED order, non-zero counts)."""
+    counts = Counter(obtained)
+    return "; ".join(f"{how}: {counts[how]}" for how in OBTAINED if counts[how])
+
+
+# ---- Study B: deterministic answer scores ---------------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_SPECIAL = frozenset({"yes", "no", "noanswer"})
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD/HotpotQA normalization: lowercase, drop punctuation and articles, collapse whitespace."""
+    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
+
+
+def _f1(prediction: str, reference: str) -> float:
+    if (prediction in _SPECIAL or reference in _SPECIAL) and prediction != reference:
+        return 0.0
+    predicted, gold = prediction.split(), reference.split()
+    if not predicted or not gold:
+        return float(predicted == gold)
+    same = sum((Counter(predicted) & Counter(gold)).values())
+    if not same:
+        return 0.0
+    precision, recall = same / len(predicted), same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(prediction: str, references: Sequence[str]) -> float:
+    normalized = normalize_answer(prediction)
+    return max(float(normalized == normalize_answer(reference)) for reference in references)
+
+
+def token_f1(prediction: str, references: Sequence[str]) -> float:
+    normalized = normalize_answer(prediction)
+    return max(_f1(normalized, normalize_answer(reference)) for reference in references)
+
+
+def contains_answer(prediction: str, references: Sequence[str]) -> bool:
+    padded = f" {normalize_answer(prediction)} "
+    return any(f" {reference} " in padded for reference in map(normalize_answer, references) if reference)
+
+
+def score_answers(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> pl.DataFrame:
+    """Columns em, f1 (Float64) and contains (Boolean), one row per prediction, max over its references."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+    empty = [at for at, refs in enumerate(references) if not refs]
+    if empty:
+        raise ValueError(f"predictions {empty[:5]} have no reference answers to score against")
+    return pl.DataFrame(
+        {
+            "em": [exact_match(p, refs) for p, refs in zip(predictions, references)],
+            "f1": [token_f1(p, refs) for p, refs in zip(predictions, references)],
+            "contains": [contains_answer(p, refs) for p, refs in zip(predictions, references)],
+        },
+        schema={"em": pl.Float64, "f1": pl.Float64, "contains": pl.Boolean},
+    )

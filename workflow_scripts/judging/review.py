@@ -1,0 +1,284 @@
+"""Human review of judge labels: export a stratified sample, import the reviewed labels, measure agreement.
+
+Rules (rules/review.smk): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
+(study_a, study_c) over every answered policy; `review_agreement` reads a filled-in copy named in the config
+(`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv.
+
+In:  a judgments table (item_id, the judge's label columns, the strata columns such as policy, and whatever the
+     reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules build it
+     from the policies' judgments, answers, runs, questions and units (`judged_items`), item_id "<qid>|<policy>".
+Out: `export_review` writes a CSV (item_id, the shown columns — a list of strings as one "- item" line per
+     element — one empty `human_<label>` column per label, and `notes`); `import_review` returns item_id +
+     `human_<label>` (Int8, null = not reviewed); `agreement` returns, per label and group (e.g. policy, plus
+     "all"), the judge–human agreement and corrected means.
+
+Sampling: items are stratified by the given columns (typically the judge's score level and the policy) and
+the first `per_stratum` items of each stratum are taken in the order of sha256(seed, item_id) — a seeded draw
+that does not depend on row order, and stays the same for items already drawn when items are added. The
+CSV does not show the judge's labels, so the review is blind to them; `import_review` and `agreement` join
+the labels back by item_id.
+
+What `agreement` computes, for one label (judge column `<label>`, human column `human_<label>`) on items that
+have both (e.g. abstentions have no faithfulness and are left out):
+- `kappa_quadratic`: Cohen's kappa with quadratic weights (sklearn) between judge and human on the reviewed
+  items, over the label's full scale; `exact_agreement`: the share of identical labels. Both are computed on
+  the sample as drawn, which over-represents rare judge levels — they describe the judge on this sample.
+- `judge_mean`: the judge's mean over the whole group; `judge_mean_reviewed`, `human_mean_reviewed`: raw means
+  on the reviewed items (biased by the stratification, shown for transparency).
+- `human_mean_stratified`: the design-weighted estimate of the group's human mean: each reviewed item weighs
+  N_h / n_h (its stratum's population over its reviewed count), over the strata that have reviews;
+  `covered_share` is the share of the group's items in those strata.
+- `corrected_mean`: a confusion-matrix correction: E[human | judge = j] is estimated from all reviewed items
+  (pooled over groups, design-weighted), and the group's mean is Σ_j P_group(judge = j) · E[human | judge = j].
+  It assumes the judge errs the same way in every group; null when a judge level in the group has no review.
+"""
+
+import hashlib
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import (
+    GENERATIONS,
+    JUDGMENTS_A,
+    JUDGMENTS_C,
+    QUESTIONS,
+    RUNS,
+    STUDY_C_METRICS,
+    UNITS,
+    read_table,
+)
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.runtime import run_job
+
+HUMAN_PREFIX = "human_"
+# judge → (its judgments contract, label → scale, the label whose level stratifies the sample)
+JUDGES = {
+    "study_a": (JUDGMENTS_A, {"correctness": (0, 2), "faithfulness": (0, 2)}, "correctness"),
+    "study_c": (JUDGMENTS_C, {metric: (0, 5) for metric in STUDY_C_METRICS}, "overall"),
+}
+SHOWN = ("question", "answer", "references", "evidence")
+MAX_REPORTED = 20
+log = logging.getLogger(__name__)
+INTEGER = re.compile(r"[+-]?\d+")
+
+AGREEMENT_SCHEMA = {
+    "label": pl.String, "group": pl.String, "n_population": pl.Int64, "n_reviewed": pl.Int64,
+    "judge_mean": pl.Float64, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
+    "human_mean_stratified": pl.Float64, "corrected_mean": pl.Float64, "kappa_quadratic": pl.Float64,
+    "exact_agreement": pl.Float64, "covered_share": pl.Float64,
+}
+
+
+def _draw_order(seed: int, item_ids: Sequence[str]) -> list[str]:
+    return [hashlib.sha256(f"{seed}\0{item_id}".encode()).hexdigest() for item_id in item_ids]
+
+
+def review_sample(judgments: pl.DataFrame, stratify: Sequence[str], per_stratum: int, seed: int) -> pl.DataFrame:
+    """Up to `per_stratum` items of every stratum (rows with a null stratum value are not eligible)."""
+    eligible = judgments.drop_nulls(list(stratify))
+    return (
+        eligible.with_columns(pl.Series("_draw", _draw_order(seed, eligible["item_id"].to_list())))
+        .sort([*stratify, "_draw"])
+        .filter(pl.int_range(pl.len()).over(list(stratify)) < per_stratum)
+        .drop("_draw")
+    )
+
+
+def _as_text(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A column as CSV text: a list of strings becomes one "- item" line per element."""
+    if dtype == pl.List(pl.String):
+        return column.list.eval(pl.lit("- ") + pl.element()).list.join("\n")
+    return column.cast(pl.String)
+
+
+def export_review(
+    judgments: pl.DataFrame,
+    path: Path,
+    labels: Mapping[str, tuple[int, int]],
+    stratify: Sequence[str],
+    per_stratum: int,
+    seed: int,
+    show: Sequence[str],
+) -> pl.DataFrame:
+    """Write the review CSV for a stratified sample (judge labels hidden); return the sampled judgments."""
+    sample = review_sample(judgments, stratify, per_stratum, seed)
+    sheet = sample.select(
+        "item_id",
+        *(_as_text(pl.col(name), sample[name].dtype) for name in show),
+        *(pl.lit(None, dtype=pl.String).alias(f"{HUMAN_PREFIX}{label}") for label in labels),
+        pl.lit(None, dtype=pl.String).alias("notes"),
+    )
+    write_text_atomic(sheet.write_csv(), path)
+    return sample
+
+
+def import_review(path: Path, judgments: pl.DataFrame, labels: Mapping[str, tuple[int, int]]) -> pl.DataFrame:
+    """The reviewed labels as item_id + human_<label> (Int8, null = left empty); InputError naming file and line."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"review file {path} does not exist; export it first and fill in the human_* columns")
+    try:
+        sheet = pl.read_csv(path, infer_schema=False)
+    except pl.exceptions.PolarsError as error:
+        raise InputError(f"review file {path} is not a readable CSV: {error}") from None
+    needed = ["item_id", *(f"{HUMAN_PREFIX}{label}" for label in labels)]
+    missing = [name for name in needed if name not in sheet.columns]
+    if missing:
+        raise InputError(f"review file {path}: missing columns {missing}; keep the exported header")
+    known = set(judgments["item_id"].to_list())
+    problems: list[str] = []
+    seen: set[str] = set()
+    rows: list[dict[str, object]] = []
+    for line, record in enumerate(sheet.select(needed).iter_rows(named=True), start=2):
+        item_id = (record["item_id"] or "").strip()
+        if not item_id or item_id not in known or item_id in seen:
+            why = "has no item_id" if not item_id else "repeats" if item_id in seen else "is not a judged item"
+            problems.append(f"line {line}: item_id {item_id!r} {why}")
+            continue
+        seen.add(item_id)
+        row: dict[str, object] = {"item_id": item_id}
+        for label, (low, high) in labels.items():
+            column = f"{HUMAN_PREFIX}{label}"
+            text = (record[column] or "").strip()
+            row[column] = int(text) if INTEGER.fullmatch(text) else None
+            if text and (row[column] is None or not low <= row[column] <= high):
+                problems.append(f"line {line}: {column} = {text!r} is not an integer from {low} to {high}")
+        rows.append(row)
+    if problems:
+        more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""
+        raise InputError(f"review file {path}: {len(problems)} problems: " + "; ".join(problems[:MAX_REPORTED]) + more)
+    schema = {"item_id": pl.String, **{f"{HUMAN_PREFIX}{label}": pl.Int8 for label in labels}}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _mean(values: Sequence[float], weights: Sequence[float] | None = None) -> float | None:
+    weights = weights or [1.0] * len(values)
+    return sum(v * w for v, w in zip(values, weights)) / sum(weights) if values else None
+
+
+def _kappa(judge: Sequence[int], human: Sequence[int], low: int, high: int) -> float | None:
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(judge) < 2:
+        return None
+    kappa = cohen_kappa_score(judge, human, labels=list(range(low, high + 1)), weights="quadratic")
+    return None if math.isnan(kappa) else float(kappa)
+
+
+def agreement(
+    judgments: pl.DataFrame,
+    reviewed: pl.DataFrame,
+    label: str,
+    scale: tuple[int, int],
+    stratify: Sequence[str],
+    by: str = "policy",
+) -> pl.DataFrame:
+    """Judge–human agreement and corrected means for `label` per value of `by` and overall ("all")."""
+    human = f"{HUMAN_PREFIX}{label}"
+    population = (
+        judgments.drop_nulls([label, *stratify])
+        .select("item_id", by, *[name for name in stratify if name != by], pl.col(label).cast(pl.Int64).alias("judge"))
+    )
+    strata = population.group_by(stratify).agg(pl.len().alias("N"))
+    sample = (
+        population.join(reviewed.drop_nulls(human).select("item_id", pl.col(human).cast(pl.Int64).alias("human")),
+                        on="item_id")
+        .join(strata, on=list(stratify))
+    )
+    sample = sample.with_columns((pl.col("N") / pl.len().over(list(stratify))).alias("weight"))
+    expected = {
+        level: _mean(group["human"].to_list(), group["weight"].to_list())
+        for (level,), group in sample.group_by("judge")
+    }
+    groups = [("all", population, sample)] + [
+        (str(value), population.filter(pl.col(by) == value), sample.filter(pl.col(by) == value))
+        for value in sorted(population[by].unique().to_list())
+    ]
+    rows = []
+    for name, pool, drawn in groups:
+        covered = pool.join(drawn.select(stratify).unique(), on=list(stratify), how="semi").height
+        levels = Counter(pool["judge"].to_list())
+        corrected = (
+            sum(count * expected[level] for level, count in levels.items()) / pool.height
+            if pool.height and all(level in expected for level in levels) else None
+        )
+        rows.append({
+            "label": label, "group": name, "n_population": pool.height, "n_reviewed": drawn.height,
+            "judge_mean": _mean(pool["judge"].to_list()), "judge_mean_reviewed": _mean(drawn["judge"].to_list()),
+            "human_mean_reviewed": _mean(drawn["human"].to_list()),
+            "human_mean_stratified": _mean(drawn["human"].to_list(), drawn["weight"].to_list()),
+            "corrected_mean": corrected,
+            "kappa_quadratic": _kappa(drawn["judge"].to_list(), drawn["human"].to_list(), *scale),
+            "exact_agreement": _mean([float(j == h) for j, h in zip(drawn["judge"], drawn["human"])]),
+            "covered_share": covered / pool.height if pool.height else None,
+        })
+    return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA, orient="row")
+
+
+# ---- rules --------------------------------------------------------------------------------------------------
+
+
+def _evidence(run_path: str | None, units: pl.DataFrame) -> dict[str, list[str]]:
+    """qid → the texts of the units shown with the answer, in rank order (none without a run: closed_book)."""
+    if run_path is None:
+        return {}
+    run = read_table(run_path, RUNS).join(units.select("unit_id", "text"), on="unit_id")
+    shown = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
+    return dict(zip(shown["qid"].to_list(), shown["text"].to_list()))
+
+
+def judged_items(smk: Any, judge: str) -> pl.DataFrame:
+    """One row per judged answer of every policy: item_id "<qid>|<policy>", policy, the judge's labels and SHOWN."""
+    contract, labels, _ = JUDGES[judge]
+    questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
+                                                                  pl.col("answers").alias("references"))
+    units = read_table(smk.input.units, UNITS)
+    tables = []
+    for policy, judged, answers in zip(smk.params.policies, getattr(smk.input, judge), smk.input.answers):
+        shown = _evidence(smk.params.runs[policy], units)
+        table = (
+            read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels)
+            .join(read_table(answers, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
+                  on="qid")
+            .join(questions, on="qid")
+        )
+        tables.append(table.with_columns(
+            pl.concat_str("qid", pl.lit(policy), separator="|").alias("item_id"), pl.lit(policy).alias("policy"),
+            pl.Series("evidence", [shown.get(qid, []) for qid in table["qid"]], dtype=pl.List(pl.String)),
+        ))
+    return pl.concat(tables).sort("item_id")
+
+
+def export_rule(smk: Any) -> None:
+    """Rule review_export: one blind review sheet per judge."""
+    for judge, path in (("study_a", smk.output.study_a), ("study_c", smk.output.study_c)):
+        _, labels, level = JUDGES[judge]
+        sample = export_review(judged_items(smk, judge), Path(path), labels, ["policy", level],
+                               smk.params.per_stratum, smk.params.seed, SHOWN)
+        log.info("review %s: %d items to review in %s", judge, sample.height, path)
+
+
+def agreement_rule(smk: Any) -> None:
+    """Rule review_agreement: the reviewed sheet of one judge → agreement and corrected means per label."""
+    judge = smk.wildcards.judge
+    _, labels, level = JUDGES[judge]
+    items = judged_items(smk, judge)
+    reviewed = import_review(Path(smk.input.reviewed), items, labels)
+    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level]) for label, scale in labels.items()])
+    write_text_atomic(table.write_csv(), Path(smk.output.agreement))
+
+
+def main(smk: Any) -> None:
+    {"review_export": export_rule, "review_agreement": agreement_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,1 @@
+"""Report stage: figures and results/summary.md."""

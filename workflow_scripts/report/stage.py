@@ -1,0 +1,326 @@
+"""Report stage: the figures of one routing pair, and results/summary.md with every study table in Markdown.
+
+Rule `report_figures` (per dataset and pair)
+  In:  routed.parquet (scores, triggers and labels of calibration and held-out questions per router),
+       frontiers.parquet, audit.parquet, and the pair's policy_costs.parquet / cost_frontiers.parquet (cost.py).
+  Out: results/<dataset>/report/<pair>/{frontiers,calibration,outcomes,utility,cost_breakdown,cost_frontiers}.png
+       (matplotlib, Agg backend), each flagged for `snakemake --report` with a caption in report/.
+Rule `study_c_figures` (per dataset, when `study_c` is configured)
+  In:  Study C's quality.csv, paired.csv and cost.csv (study_c.py).
+  Out: results/<dataset>/report/study_c/{metrics,paired,cost}.png: per-metric bars, the paired-delta forest plot and
+       cost per strategy, flagged for the report.
+Rule `summary`
+  In:  the CSV and Parquet tables the studies produce (retrieval metrics, answers, routing policies, comparisons,
+       audit, measured cost per stage, per policy and with / without reuse), per dataset, and Study C's own
+       Markdown tables (study_c/tables/report.md) when Study C runs.
+  Out: results/summary.md — the same tables in Markdown; cell text is HTML-escaped (it can hold corpus text
+       or model output, and the report renders it as HTML).
+"""
+
+import html
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import polars as pl
+
+from workflow_scripts.core.atomic import atomic_file, write_text_atomic
+from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, read_table
+from workflow_scripts.core.runtime import run_job
+
+log = logging.getLogger("ragfrontier.report")
+
+FRONTIER_STYLE = {"exact": ("black", "-"), "deployable": ("tab:blue", "--"), "conservative": ("tab:orange", ":")}
+COMPONENTS = ("pre_decision", "base_answer", "trigger_retrieval", "trigger_generation")
+COMPONENT_COLORS = ("tab:gray", "tab:blue", "tab:orange", "tab:red")
+
+
+def save(figure: plt.Figure, path: str) -> None:
+    """Write a PNG atomically (temporary file beside it, then rename) and close the figure."""
+    figure.tight_layout()
+    with atomic_file(path) as temporary:
+        figure.savefig(temporary, dpi=110, format="png")
+    plt.close(figure)
+
+
+def grid(count: int, width: float = 4.2, height: float = 3.4, columns: int = 3) -> tuple[plt.Figure, list[plt.Axes]]:
+    """`count` panels, at most `columns` per row (unused panels of the last row hidden)."""
+    count = max(count, 1)
+    rows, cols = -(-count // columns), min(count, columns)
+    figure, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    panels = [axis for row in axes for axis in row]
+    for axis in panels[count:]:
+        axis.set_visible(False)
+    return figure, panels[:count]
+
+
+def frontier_figure(frontiers: pl.DataFrame, path: str) -> None:
+    """Held-out accuracy against realized usage per router: exact, deployable, conservative; hollow markers are
+    the target budgets, joined to the realized usage each threshold reached."""
+    routers = frontiers["router"].unique(maintain_order=True).to_list()
+    figure, axes = grid(len(routers))
+    for axis, router in zip(axes, routers):
+        for name, (color, style) in FRONTIER_STYLE.items():
+            table = frontiers.filter((pl.col("router") == router) & (pl.col("frontier") == name)).sort("budget")
+            axis.plot(table["usage"], table["accuracy"], style, color=color, marker="o", markersize=4, label=name)
+            if name != "exact":
+                axis.scatter(table["budget"], table["accuracy"], facecolors="none", edgecolors=color, s=22)
+                for budget, usage, accuracy in table.select("budget", "usage", "accuracy").iter_rows():
+                    axis.plot([budget, usage], [accuracy, accuracy], color=color, linewidth=0.6, alpha=0.6)
+        axis.set(title=router, xlabel="usage (filled: realized, hollow: target)", ylabel="held-out accuracy", xlim=(-0.02, 1.02))
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def calibration_figure(frontiers: pl.DataFrame, audit: pl.DataFrame, path: str) -> None:
+    """Target budget vs realized held-out usage (deployable, conservative), and the audit's violation shares."""
+    figure, (left, right) = grid(2)
+    left.plot([0, 1], [0, 1], color="lightgray", linewidth=1)
+    markers = dict(zip(frontiers["router"].unique(maintain_order=True).to_list(), "os^vDP*X"))
+    for (router, frontier), table in frontiers.filter(pl.col("frontier") != "exact").group_by(["router", "frontier"], maintain_order=True):
+        color, style = FRONTIER_STYLE[frontier]
+        table = table.sort("budget")
+        left.plot(table["budget"], table["usage"], style, marker=markers.get(router, "o"), markersize=4, color=color,
+                  label=f"{router} {frontier}")
+    left.set(xlabel="target usage ρ", ylabel="realized held-out usage", title="target vs realized", xlim=(0, 1), ylim=(0, 1))
+    left.legend(fontsize=6)
+    for rule, table in audit.group_by("rule", maintain_order=True):
+        color, style = FRONTIER_STYLE[rule[0]]
+        table = table.sort("budget")
+        right.plot(table["budget"], table["violation_share"], style, marker="s", markersize=3, color=color, label=rule[0])
+    right.set(xlabel="target usage ρ", ylabel="share of router × split with usage > ρ", title="calibration audit", ylim=(-0.02, 1.02))
+    right.legend(fontsize=7)
+    save(figure, path)
+
+
+def outcome_counts(heldout: pl.DataFrame) -> pl.DataFrame:
+    """Per router: held-out rescues and harms among the queries it triggered."""
+    return heldout.group_by("router", maintain_order=True).agg(
+        (pl.col("triggered") & (pl.col("delta") > 0)).sum().alias("rescues"),
+        (pl.col("triggered") & (pl.col("delta") < 0)).sum().alias("harms"),
+        pl.col("triggered").sum().alias("triggered"), pl.len().alias("questions"),
+    )
+
+
+def outcomes_figure(routed: pl.DataFrame, path: str) -> None:
+    counts = outcome_counts(routed.filter(pl.col("split") == "heldout"))
+    figure, (axis,) = grid(1, width=1.2 * counts.height + 2.5)
+    positions = range(counts.height)
+    axis.bar([p - 0.2 for p in positions], counts["rescues"], width=0.4, color="tab:green", label="rescues (Δ > 0)")
+    axis.bar([p + 0.2 for p in positions], counts["harms"], width=0.4, color="tab:red", label="harms (Δ < 0)")
+    axis.set_xticks(list(positions), counts["router"].to_list())
+    axis.set(ylabel="held-out questions triggered", title="rescues and harms when the router fires")
+    axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def utility_figure(routed: pl.DataFrame, path: str) -> None:
+    """Distribution of Δ = metric(on) − metric(off) per split (each question once)."""
+    labels = routed.unique("qid").select("split", "delta")
+    values = sorted(labels["delta"].unique().to_list())
+    splits = [split for split in ("calibration", "heldout") if split in labels["split"].to_list()]
+    figure, (axis,) = grid(1, width=5.5)
+    width = 0.8 / max(len(splits), 1)
+    for index, split in enumerate(splits):
+        shares = [labels.filter((pl.col("split") == split) & (pl.col("delta") == value)).height / labels.filter(pl.col("split") == split).height
+                  for value in values]
+        axis.bar([i + index * width for i in range(len(values))], shares, width=width, label=split)
+    axis.set_xticks([i + width * (len(splits) - 1) / 2 for i in range(len(values))], [f"{value:+.2g}" for value in values])
+    axis.set(xlabel="Δ = metric(on) − metric(off)", ylabel="share of questions", title="utility distribution")
+    axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def cost_breakdown_figure(costs: pl.DataFrame, path: str) -> None:
+    """Stacked bars per router: mean seconds and token-equivalents per held-out query by component."""
+    routers = costs["router"].unique(maintain_order=True).to_list()
+    figure, axes = plt.subplots(2, 1, figsize=(max(5.0, 0.8 * len(routers) + 2.5), 6.4), squeeze=True)
+    for axis, column, unit in zip(axes, ("seconds", "token_equivalents"), ("seconds", "token-equivalents")):
+        bottom = [0.0] * len(routers)
+        for component, color in zip(COMPONENTS, COMPONENT_COLORS):
+            values = [costs.filter((pl.col("router") == r) & (pl.col("component") == component))[column].sum() for r in routers]
+            axis.bar(routers, values, bottom=bottom, color=color, label=component)
+            bottom = [b + v for b, v in zip(bottom, values)]
+        usage = [costs.filter(pl.col("router") == r)["usage"][0] for r in routers]
+        for index, (total, rate) in enumerate(zip(bottom, usage)):
+            axis.annotate(f"usage {rate:.0%}", (index, total), ha="center", va="bottom", fontsize=7)
+        axis.set(ylabel=f"mean {unit} per held-out query", title=f"cost by component ({unit})")
+        axis.legend(fontsize=6)
+    save(figure, path)
+
+
+def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
+    """Held-out accuracy against measured cost (seconds, token-equivalents) of the deployable (solid) and
+    conservative (dotted) frontier points, one color per router."""
+    routers = points["router"].unique(maintain_order=True).to_list()
+    colors = dict(zip(routers, plt.get_cmap("tab10").colors * 3))
+    figure, axes = grid(2, width=4.6)
+    for axis, column in zip(axes, ("seconds", "token_equivalents")):
+        for router in routers:
+            for frontier, style in (("deployable", "-"), ("conservative", ":")):
+                table = points.filter((pl.col("router") == router) & (pl.col("frontier") == frontier)).sort("budget")
+                axis.plot(table[column], table["accuracy"], style, color=colors[router], marker="o", markersize=3,
+                          label=router if frontier == "deployable" else None)
+        name = column.replace("_", "-")
+        axis.set(xlabel=f"mean {name} per held-out query", ylabel="held-out accuracy", title=f"accuracy vs {name}")
+    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="solid: deployable\ndotted: conservative",
+                    title_fontsize=6)
+    save(figure, path)
+
+
+def figures_rule(smk: Any) -> None:
+    routed = pl.read_parquet(smk.input.routed)
+    frontiers = pl.read_parquet(smk.input.frontiers)  # FRONTIERS rows plus the router column (route.py)
+    frontier_figure(frontiers, smk.output.frontiers)
+    calibration_figure(frontiers, pl.read_parquet(smk.input.audit), smk.output.calibration)
+    outcomes_figure(routed, smk.output.outcomes)
+    utility_figure(routed, smk.output.utility)
+    cost_breakdown_figure(read_table(smk.input.policies, POLICY_COSTS), smk.output.cost_breakdown)
+    cost_frontier_figure(read_table(smk.input.cost_frontiers, COST_FRONTIERS), smk.output.cost_frontiers)
+
+
+# --- Study C (study_c.py's tables)
+
+STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
+
+
+def study_c_metrics_figure(quality: pl.DataFrame, path: str) -> None:
+    """Per strategy (all queries): conditional mean of each judge score as bars, unconditional as markers."""
+    table = quality.filter(pl.col("query_type") == "all")
+    strategies = table["strategy"].to_list()
+    figure, (axis,) = grid(1, width=max(6.0, 1.3 * len(STUDY_C_METRICS) + 2))
+    width = 0.8 / max(len(strategies), 1)
+    for index, strategy in enumerate(strategies):
+        row = table.filter(pl.col("strategy") == strategy).row(0, named=True)
+        positions = [i + index * width for i in range(len(STUDY_C_METRICS))]
+        axis.bar(positions, [row[f"{m}_cond"] or 0.0 for m in STUDY_C_METRICS], width=width, label=strategy)
+        axis.scatter(positions, [row[f"{m}_uncond"] or 0.0 for m in STUDY_C_METRICS], color="black", s=8, zorder=3)
+    axis.set_xticks([i + width * (len(strategies) - 1) / 2 for i in range(len(STUDY_C_METRICS))], list(STUDY_C_METRICS))
+    axis.set(ylabel="judge score (1–5)", ylim=(0, 5.2), title="conditional (bars) and unconditional (dots) means")
+    axis.legend(fontsize=6, ncol=2)
+    save(figure, path)
+
+
+def study_c_paired_figure(paired: pl.DataFrame, path: str) -> None:
+    """Forest plot: paired overall delta vs the baseline with its CI, per strategy and query type."""
+    rows = paired.filter(pl.col("delta").is_not_null())
+    figure, (axis,) = grid(1, width=6.0, height=max(2.5, 0.32 * rows.height + 1.2))
+    labels = [f"{strategy} · {kind}" for strategy, kind in rows.select("strategy", "query_type").iter_rows()]
+    for position, row in enumerate(rows.iter_rows(named=True)):
+        low = row["low"] if row["low"] is not None else row["delta"]
+        high = row["high"] if row["high"] is not None else row["delta"]
+        axis.plot([low, high], [position, position], color="tab:blue")
+        axis.plot(row["delta"], position, "o", color="tab:blue" if row["query_type"] == "all" else "tab:gray")
+    axis.axvline(0.0, color="black", linestyle="--", linewidth=0.8)
+    axis.set_yticks(range(rows.height), labels)
+    axis.invert_yaxis()
+    axis.set(xlabel="Δ unconditional overall vs classic (95% CI)", title="paired differences")
+    save(figure, path)
+
+
+def study_c_cost_figure(cost_table: pl.DataFrame, path: str) -> None:
+    """Stacked LLM and search seconds per query, and tokens in / out per query, per strategy (all queries)."""
+    table = cost_table.filter(pl.col("query_type") == "all")
+    strategies = table["strategy"].to_list()
+    figure, (left, right) = grid(2, width=max(4.2, 0.9 * len(strategies) + 2))
+    for axis, parts, unit in ((left, ("llm_seconds_per_query", "retrieval_seconds_per_query"), "seconds"),
+                              (right, ("prompt_tokens_per_query", "completion_tokens_per_query"), "tokens")):
+        bottom = [0.0] * len(strategies)
+        for part in parts:
+            values = [value or 0.0 for value in table[part].to_list()]
+            axis.bar(strategies, values, bottom=bottom, label=part.removesuffix("_per_query").replace("_", " "))
+            bottom = [b + v for b, v in zip(bottom, values)]
+        axis.set(ylabel=f"mean {unit} per query", title=f"cost per strategy ({unit})")
+        axis.tick_params(axis="x", labelrotation=30)
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def study_c_rule(smk: Any) -> None:
+    study_c_metrics_figure(pl.read_csv(smk.input.quality), smk.output.metrics)
+    study_c_paired_figure(pl.read_csv(smk.input.paired), smk.output.paired)
+    study_c_cost_figure(pl.read_csv(smk.input.cost), smk.output.cost)
+
+
+# --- summary.md
+
+
+def cell(value: Any) -> str:
+    """One Markdown table cell: numbers to 4 significant decimals, text HTML-escaped, pipes and newlines removed."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value), quote=False).replace("|", "&#124;").replace("\n", " ")
+
+
+def markdown_table(table: pl.DataFrame) -> str:
+    header = "| " + " | ".join(cell(name) for name in table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(cell(value) for value in row) + " |" for row in table.iter_rows()]
+    return "\n".join([header, rule, *rows])
+
+
+def read_any(path: str) -> pl.DataFrame:
+    return pl.read_parquet(path) if path.endswith(".parquet") else pl.read_csv(path)
+
+
+TITLES = {
+    "metrics/summary.csv": "Retrieval metrics per arm and split",
+    "cost/stages.csv": "Measured cost per stage (ledger totals; basis: item = per-item measurement, job_even = benchmark seconds split evenly)",
+    "answers/summary.csv": "Answers: judged quality per policy",
+    "answers/comparisons.csv": "Answers: paired correctness differences (bootstrap over groups)",
+    "utility.csv": "Routing: utility distribution and harm rate per split",
+    "policies.csv": "Routing: held-out policies",
+    "comparisons.csv": "Routing: adaptive vs always-on and vs off (bootstrap over groups)",
+    "audit.parquet": "Routing: calibration audit (share of router × split combinations whose usage exceeds ρ)",
+    "policy_costs.csv": "Cost: each router's frozen policy, mean per held-out query by component",
+    "reuse.csv": "Cost: triggering the alternative arm, reusing the base arm's rankings and rerank scores or recomputing them",
+    "cost_frontiers.parquet": "Cost: frontier points with measured cost",
+    "study_c/tables/report.md": "Study C: strategies",
+}
+
+
+def section_title(path: str) -> str:
+    parts = Path(path).parts  # results/<dataset>/...
+    for suffix, title in TITLES.items():
+        if path.endswith(suffix):
+            where = parts[3] if len(parts) > 4 and parts[2] in ("routing", "cost") else ""
+            return f"{title}{f' — {where}' if where else ''}"
+    return Path(path).name
+
+
+def summary_text(paths: Sequence[str], datasets: Sequence[str]) -> str:
+    lines = ["# ragfrontier results", "",
+             ("Tables produced by the pipeline (CSV / Parquet beside each). Cost columns are measured wall seconds "
+              "and token-equivalents priced by `costs.prices`."), ""]
+    for dataset in datasets:
+        mine = [path for path in paths if Path(path).parts[1] == dataset]
+        if not mine:
+            continue
+        lines += [f"## {cell(dataset)}", ""]
+        for path in mine:
+            if path.endswith(".md"):  # a stage's own Markdown tables (Study C), quoted as they are
+                lines += [f"### {cell(section_title(path))}", "", f"`{path}`", "", Path(path).read_text(), ""]
+                continue
+            table = read_any(path)
+            lines += [f"### {cell(section_title(path))}", "", f"`{path}`", ""]
+            lines += [markdown_table(table) if table.height else "(no rows)", ""]
+    return "\n".join(lines)
+
+
+def summary_rule(smk: Any) -> None:
+    write_text_atomic(summary_text(list(smk.input), smk.params.datasets), smk.output.summary)
+
+
+def main(smk: Any) -> None:
+    {"report_figures": figures_rule, "study_c_figures": study_c_rule, "summary": summary_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,105 @@
+"""Retrieval arms: first-stage rankings → (fusion) → candidates → (rerank) → the arm's final top-K run.
+
+In:  first-stage RANKING tables (dense and/or BM25, one per scope, computed once and shared by every arm that
+     needs them), optional rerank scores (qid, unit_id, rerank_score), and the arm's config entry
+     {first_stage: bm25|dense|hybrid, candidates: N, rerank: <reranker name>|null, keep: K, rrf_k, fusion_depth}.
+Out: a RUNS table (qid, rank, unit_id, score and every per-stage column routers need) and its TREC run file.
+
+Hybrid = reciprocal rank fusion (`fusion.rrf`, k = `rrf_k`) of the BM25 and dense rankings, each cut at
+`fusion_depth`.
+Every ordering breaks ties by unit_id ascending, so identical inputs give identical runs.
+"""
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import RANKING, RUNS, conform, read_table, write_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.retrieval.fusion import rrf
+
+log = logging.getLogger("ragfrontier.arms")
+
+STAGE_COLUMNS = {"dense": ("dense_score", "dense_rank"), "bm25": ("bm25_score", "bm25_rank")}
+
+
+def first_stages(arm: Mapping[str, Any]) -> tuple[str, ...]:
+    """The first-stage methods an arm reads."""
+    return ("bm25", "dense") if arm["first_stage"] == "hybrid" else (arm["first_stage"],)
+
+
+def first_stage_depth(arm: Mapping[str, Any]) -> int:
+    """How deep the arm reads each first-stage ranking."""
+    return arm["fusion_depth"] if arm["first_stage"] == "hybrid" else arm["candidates"]
+
+
+def rank_by(table: pl.DataFrame, score: str) -> pl.DataFrame:
+    """Order rows per query by `score` descending, unit_id ascending; add a 1-based `rank`."""
+    return table.sort(["qid", score, "unit_id"], descending=[False, True, False]).with_columns(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("qid").alias("rank")
+    )
+
+
+def stage_columns(ranking: pl.DataFrame, method: str, depth: int) -> pl.DataFrame:
+    """A first-stage ranking cut at `depth`, its columns renamed to <method>_score / <method>_rank."""
+    score, rank = STAGE_COLUMNS[method]
+    return ranking.filter(pl.col("rank") <= depth).select(
+        "qid", "unit_id", pl.col("score").alias(score), pl.col("rank").alias(rank)
+    )
+
+
+def candidates(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """The arm's top-`candidates` units per query with every first-stage column (before any rerank)."""
+    depth = first_stage_depth(arm)
+    parts = [stage_columns(rankings[method], method, depth) for method in first_stages(arm)]
+    if arm["first_stage"] == "hybrid":
+        merged = parts[0].join(parts[1], on=["qid", "unit_id"], how="full", coalesce=True)
+        lists = [part.select("qid", "unit_id", pl.col(STAGE_COLUMNS[method][1]).alias("rank"))
+                 for method, part in zip(first_stages(arm), parts)]
+        fused = rrf(lists, arm["rrf_k"])
+        table = rank_by(merged.join(fused, on=["qid", "unit_id"], how="left"), "fused_score")
+    else:
+        _, rank = STAGE_COLUMNS[arm["first_stage"]]
+        table = parts[0].with_columns(pl.col(rank).alias("rank"))
+    return table.filter(pl.col("rank") <= arm["candidates"])
+
+
+def final_run(arm: Mapping[str, Any], pool: pl.DataFrame, rerank_scores: pl.DataFrame | None) -> pl.DataFrame:
+    """Rerank the candidate pool if the arm asks for it, keep the top `keep`, fill the RUNS contract."""
+    if arm.get("rerank"):
+        pool = pool.join(rerank_scores, on=["qid", "unit_id"], how="left")
+        missing = pool.filter(pl.col("rerank_score").is_null()).height
+        if missing:
+            raise ValueError(f"{missing} candidate pairs have no rerank score (the rerank stage is stale)")
+        pool = rank_by(pool.drop("rank"), "rerank_score").with_columns(pl.col("rerank_score").alias("score"))
+    else:
+        order = {"hybrid": "fused_score", "dense": "dense_score", "bm25": "bm25_score"}[arm["first_stage"]]
+        pool = pool.with_columns(pl.col(order).alias("score"))
+    pool = pool.filter(pl.col("rank") <= arm["keep"])
+    missing_columns = [name for name in RUNS.columns if name not in pool.columns]
+    pool = pool.with_columns(pl.lit(None).alias(name) for name in missing_columns)
+    return conform(pool.select(list(RUNS.columns)).sort(["qid", "rank"]), RUNS)
+
+
+def write_trec(run: pl.DataFrame, path: str | Path, tag: str) -> None:
+    """Write a run in TREC format (qid Q0 docid rank score tag), atomically."""
+    rows = run.select("qid", "unit_id", "rank", "score").iter_rows()
+    write_text_atomic("".join(f"{q} Q0 {u} {r} {s:.6f} {tag}\n" for q, u, r, s in rows), path)
+
+
+def main(smk: Any) -> None:
+    arm = smk.params.arm
+    rankings = {method: read_table(smk.input[method], RANKING) for method in first_stages(arm)}
+    rerank_scores = pl.read_parquet(smk.input.rerank) if arm.get("rerank") else None
+    run = final_run(arm, candidates(arm, rankings), rerank_scores)
+    write_table(run, smk.output.run, RUNS)
+    write_trec(run, smk.output.trec, tag=smk.wildcards.arm)
+    log.info("%s/%s: %d rows for %d queries", smk.wildcards.dataset, smk.wildcards.arm, run.height, run["qid"].n_unique())
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

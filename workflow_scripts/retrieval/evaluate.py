@@ -1,0 +1,101 @@
+"""Retrieval evaluation with ir-measures: per-query and aggregate metrics of every arm's run.
+
+In:  an arm's RUNS table, the dataset's qrels and splits; measure names in ir-measures syntax (Success@10 is
+     Study A's hit@10, RR@10 is MRR@10, nDCG@10 honours graded relevance, R@k, AP, P@k …).
+Out: per-query metrics (qid, split, measure, value) and an aggregate summary per split and overall.
+
+Semantics are trec_eval's with `-c`: a query with relevant qrels but an empty ranking scores 0. Questions with
+no relevant unit at all (e.g. unalignable evidence) are excluded from every metric and counted in the summary.
+The run's own order is what is evaluated: scores handed to ir-measures are derived from our ranks, so ties
+are never re-broken by the metric library.
+"""
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import ir_measures
+import polars as pl
+
+from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
+from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, read_table
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.runtime import run_job
+
+log = logging.getLogger("ragfrontier.evaluate")
+
+
+def parse_measures(names: Iterable[str]) -> list:
+    """ir-measures objects for the configured names; an unknown name is an InputError naming it."""
+    measures = []
+    for name in names:
+        try:
+            measures.append(ir_measures.parse_measure(name))
+        except (ValueError, NameError, SyntaxError) as error:
+            raise InputError(f"evaluation.measures: cannot parse {name!r} as an ir-measures measure ({error})") from None
+    return measures
+
+
+def per_query(run: pl.DataFrame, qrels: pl.DataFrame, measures: list) -> pl.DataFrame:
+    """One row per (judged query, measure) with its value; judged queries missing from the run score 0."""
+    judged = qrels.filter(pl.col("relevance") > 0)["qid"].unique()
+    qrel_rows = [ir_measures.Qrel(q, u, r) for q, u, r in qrels.filter(pl.col("qid").is_in(judged.implode())).iter_rows()]
+    scored = [ir_measures.ScoredDoc(q, u, float(-rank)) for q, u, rank in run.select("qid", "unit_id", "rank").iter_rows()]
+    rows = [(metric.query_id, str(metric.measure), float(metric.value)) for metric in ir_measures.iter_calc(measures, qrel_rows, scored)]
+    return pl.DataFrame(rows, schema={"qid": pl.String, "measure": pl.String, "value": pl.Float64}, orient="row").sort(
+        ["qid", "measure"]
+    )
+
+
+def summarize(metrics: pl.DataFrame, splits: pl.DataFrame, arm: str) -> pl.DataFrame:
+    """Mean of each measure per split and over all judged questions, with the number of questions behind it."""
+    with_split = metrics.join(splits.select("qid", "split"), on="qid", how="left")
+    by_split = with_split.group_by("split", "measure").agg(pl.col("value").mean().alias("mean"), pl.len().alias("questions"))
+    overall = with_split.group_by("measure").agg(pl.col("value").mean().alias("mean"), pl.len().alias("questions"))
+    summary = pl.concat([by_split, overall.with_columns(pl.lit("all").alias("split")).select(by_split.columns)])
+    return summary.with_columns(pl.lit(arm).alias("arm")).select("arm", "split", "measure", "mean", "questions").sort(
+        ["split", "measure"]
+    )
+
+
+def summary_table(summaries: list[pl.DataFrame]) -> pl.DataFrame:
+    """All arms' summaries side by side: one row per (arm, split), one column per measure."""
+    combined = pl.concat(summaries)
+    wide = combined.pivot(on="measure", index=["arm", "split"], values="mean")
+    counts = combined.group_by("arm", "split").agg(pl.col("questions").max())
+    return wide.join(counts, on=["arm", "split"]).sort(["split", "arm"])
+
+
+def markdown(table: pl.DataFrame) -> str:
+    """A Markdown table (4 decimals) for humans; the CSV beside it keeps full precision."""
+    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+    cells = (
+        "| " + " | ".join(f"{value:.4f}" if isinstance(value, float) else str(value) for value in row) + " |"
+        for row in table.iter_rows()
+    )
+    return header + "\n".join(cells) + "\n"
+
+
+def evaluate_arm(smk: Any) -> None:
+    run = read_table(smk.input.run, RUNS)
+    qrels = read_table(smk.input.qrels, QRELS)
+    splits = read_table(smk.input.splits, SPLITS)
+    metrics = per_query(run, qrels, parse_measures(smk.params.measures))
+    unjudged = splits.height - metrics["qid"].n_unique()
+    log.info("%s: %d questions without a relevant unit are excluded from the metrics", smk.wildcards.arm, unjudged)
+    write_parquet_atomic(metrics, smk.output.metrics)
+    write_parquet_atomic(summarize(metrics, splits, smk.wildcards.arm), smk.output.summary)
+
+
+def retrieval_summary(smk: Any) -> None:
+    table = summary_table([pl.read_parquet(path) for path in smk.input])
+    write_text_atomic(table.write_csv(float_precision=6), smk.output.csv)
+    write_text_atomic(markdown(table), smk.output.markdown)
+
+
+def main(smk: Any) -> None:
+    {"evaluate_arm": evaluate_arm, "retrieval_summary": retrieval_summary}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

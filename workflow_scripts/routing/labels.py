@@ -1,0 +1,160 @@
+"""Utility labels: what switching (arm A → arm B) or retrieving (without → with) changes for each query.
+
+In:  Study A — two per-query metric tables of the `evaluate` stage (qid, measure, value), one per arm, and the
+     measure to compare (default Success@10 = hit@10). Study B — one table (qid, correct_without, correct_with)
+     of per-query correctness of the no-retrieval and the retrieval answer, built by `answer_correctness` from
+     the questions' reference answers and two GENERATIONS tables (closed_book and the retrieval arm's answers)
+     with one deterministic scorer of `judges.py`: em (exact match), f1 (token F1 ≥ a threshold) or contains
+     (a normalized reference appears in the answer), each 0/1 so that u ∈ {−1, 0, +1}.
+Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is what the query gets when the
+     router does not fire (arm A / no retrieval) and "on" when it fires (arm B / retrieval); delta = on − off.
+     For a 0/1 metric delta ∈ {−1, 0, +1}; for a graded metric it is real-valued and the outcome is its sign.
+     Outcome vocabulary follows each study: rescue / harm / tie (Study A), benefit / harm / neutral (Study B).
+     `outcome_summary` gives counts and rates (the utility distribution and harm rate) per group of rows.
+
+Every frontier, router and report downstream reads metric_off / metric_on / delta from this one table.
+"""
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from workflow_scripts.core.contracts import ARM_OUTCOMES, RETRIEVAL_OUTCOMES
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.judging.judges import score_answers
+
+SCORERS = ("em", "f1", "contains")
+CLOSED_BOOK = "closed_book"
+
+
+def is_retrieval_pair(pair: dict) -> bool:
+    """A routing pair whose base is `closed_book` is Study B's retrieve-or-not decision (labels from answers);
+    any other pair switches between two arms (Study A; labels from per-query retrieval metrics)."""
+    return pair["base"] == CLOSED_BOOK
+
+
+def _outcome(vocabulary: tuple[str, str, str]) -> pl.Expr:
+    positive, negative, zero = vocabulary
+    return (
+        pl.when(pl.col("delta") > 0).then(pl.lit(positive))
+        .when(pl.col("delta") < 0).then(pl.lit(negative))
+        .otherwise(pl.lit(zero))
+        .alias("outcome")
+    )
+
+
+def _check_values(table: pl.DataFrame, columns: Sequence[str], what: str) -> None:
+    """qid and the numeric `columns` are present and the numbers complete."""
+    for column in ("qid", *columns):
+        if column not in table.columns:
+            raise InputError(f"{what}: column '{column}' is missing (columns: {table.columns})")
+    for column in columns:
+        if table[column].null_count() or table[column].cast(pl.Float64).is_nan().any():
+            raise InputError(f"{what}: column '{column}' has missing values; score every query before labelling")
+
+
+def _check_unique(table: pl.DataFrame, what: str) -> None:
+    if table["qid"].is_duplicated().any():
+        duplicated = table.filter(pl.col("qid").is_duplicated())["qid"].unique().sort().head(5).to_list()
+        raise InputError(f"{what}: duplicated qids {duplicated}")
+
+
+def _one_measure(metrics: pl.DataFrame, measure: str, arm: str) -> pl.DataFrame:
+    chosen = metrics.filter(pl.col("measure") == measure)
+    if chosen.is_empty():
+        measures = sorted(metrics["measure"].unique().to_list())
+        raise InputError(f"arm labels: arm '{arm}' has no values for measure '{measure}' (it has {measures})")
+    _check_values(chosen, ["value"], f"arm labels ({arm}, {measure})")
+    _check_unique(chosen, f"arm labels ({arm}, {measure})")
+    return chosen.select("qid", pl.col("value").cast(pl.Float64))
+
+
+def arm_labels(
+    metrics_a: pl.DataFrame, metrics_b: pl.DataFrame, measure: str = "Success@10", arms: tuple[str, str] = ("A", "B")
+) -> pl.DataFrame:
+    """Δ = metric(B) − metric(A) per query; both arms must have judged the same queries."""
+    a = _one_measure(metrics_a, measure, arms[0]).rename({"value": "metric_off"})
+    b = _one_measure(metrics_b, measure, arms[1]).rename({"value": "metric_on"})
+    only_a = sorted(set(a["qid"]) - set(b["qid"]))
+    only_b = sorted(set(b["qid"]) - set(a["qid"]))
+    if only_a or only_b:
+        raise InputError(
+            f"arm labels: arms '{arms[0]}' and '{arms[1]}' were judged on different queries "
+            f"(only in {arms[0]}: {only_a[:5]}, only in {arms[1]}: {only_b[:5]}); evaluate both on the same qrels"
+        )
+    joined = a.join(b, on="qid").with_columns((pl.col("metric_on") - pl.col("metric_off")).alias("delta"))
+    return joined.with_columns(_outcome(ARM_OUTCOMES)).sort("qid")
+
+
+def _answer_texts(answers: pl.DataFrame, side: str) -> pl.DataFrame:
+    """qid → answer text of one GENERATIONS table; every answer must have succeeded."""
+    for column in ("request_id", "status", "text"):
+        if column not in answers.columns:
+            raise InputError(f"answer correctness ({side}): column '{column}' is missing (columns: {answers.columns})")
+    failed = answers.filter(pl.col("status") != "ok")
+    if failed.height:
+        raise InputError(f"answer correctness ({side}): {failed.height} answers failed (e.g. "
+                         f"{failed['request_id'].head(3).to_list()}); rerun to retry them (failures are not cached)")
+    return answers.select(pl.col("request_id").alias("qid"), pl.col("text").fill_null(""))
+
+
+def answer_correctness(
+    questions: pl.DataFrame, without: pl.DataFrame, with_retrieval: pl.DataFrame, scorer: str,
+    f1_threshold: float = 0.5,
+) -> tuple[pl.DataFrame, int]:
+    """(qid, correct_without, correct_with) as 0/1 for every question both answer tables cover and that has
+    reference answers, plus how many covered questions were left out because they have none (reported, never
+    scored: an empty reference list has no correct answer to compare with)."""
+    if scorer not in SCORERS:
+        raise InputError(f"answer correctness: scorer '{scorer}' is unknown; use one of {list(SCORERS)}")
+    off, on = _answer_texts(without, "without retrieval"), _answer_texts(with_retrieval, "with retrieval")
+    if set(off["qid"]) != set(on["qid"]):
+        differ = sorted(set(off["qid"]) ^ set(on["qid"]))
+        raise InputError(f"answer correctness: the two answer tables cover different questions (e.g. {differ[:5]}); "
+                         f"generate both policies on the same splits")
+    joined = questions.select("qid", "answers").join(off.rename({"text": "off"}), on="qid") \
+        .join(on.rename({"text": "on"}), on="qid").sort("qid")
+    if joined.height != off.height:
+        unknown = sorted(set(off["qid"]) - set(joined["qid"]))
+        raise InputError(f"answer correctness: answered questions {unknown[:5]} are not in the questions table")
+    scorable = joined.filter(pl.col("answers").list.len() > 0)
+    references = scorable["answers"].to_list()
+
+    def correct(column: str) -> pl.Series:
+        scores = score_answers(scorable[column].to_list(), references)
+        hit = scores["f1"] >= f1_threshold if scorer == "f1" else scores[scorer].cast(pl.Boolean)
+        return hit.cast(pl.Float64)
+
+    table = pl.DataFrame({"qid": scorable["qid"], "correct_without": correct("off"), "correct_with": correct("on")},
+                         schema={"qid": pl.String, "correct_without": pl.Float64, "correct_with": pl.Float64})
+    return table, joined.height - scorable.height
+
+
+def retrieval_labels(correctness: pl.DataFrame) -> pl.DataFrame:
+    """u = correct(with retrieval) − correct(without) per query, from columns qid, correct_without, correct_with."""
+    _check_values(correctness, ["correct_without", "correct_with"], "retrieval labels")
+    _check_unique(correctness, "retrieval labels")
+    table = correctness.select(
+        "qid",
+        pl.col("correct_without").cast(pl.Float64).alias("metric_off"),
+        pl.col("correct_with").cast(pl.Float64).alias("metric_on"),
+    ).with_columns((pl.col("metric_on") - pl.col("metric_off")).alias("delta"))
+    return table.with_columns(_outcome(RETRIEVAL_OUTCOMES)).sort("qid")
+
+
+def outcome_summary(labels: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """Per group of rows (e.g. dataset, model): n, gains (rescue/benefit), harms, ties and their rates, the mean
+    metric with the router never firing (off) and always firing (on), and the mean delta."""
+    _check_values(labels, ["metric_off", "metric_on", "delta"], "outcome summary")
+    aggregations = [
+        pl.len().alias("n"),
+        (pl.col("delta") > 0).sum().alias("gains"),
+        (pl.col("delta") < 0).sum().alias("harms"),
+        (pl.col("delta") == 0).sum().alias("ties"),
+        pl.col("metric_off").mean().alias("mean_off"),
+        pl.col("metric_on").mean().alias("mean_on"),
+        pl.col("delta").mean().alias("mean_delta"),
+    ]
+    grouped = labels.group_by(list(by), maintain_order=True).agg(aggregations) if by else labels.select(aggregations)
+    rates = [(pl.col(count) / pl.col("n")).alias(f"{count[:-1]}_rate") for count in ("gains", "harms", "ties")]
+    return grouped.with_columns(rates).sort(list(by)) if by else grouped.with_columns(rates)

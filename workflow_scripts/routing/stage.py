@@ -1,0 +1,277 @@
+"""Routing stage: for one configured pair of policies (off → on), learn when switching pays and measure it honestly.
+
+In:  Study A pair (base → alternative arm): per-query metrics of the two arms (`evaluate`). Study B pair (base
+     `closed_book` → a retrieval arm): the closed-book and the arm's GENERATIONS (`answer`, generated on every
+     split) and the questions' reference answers, scored by the pair's deterministic scorer (em | f1 | contains).
+     Both: the splits, the units and questions, the base arm's run, the closed-book answers' token uncertainty
+     and the first-stage rankings the feature families read; the pair's and routers' config.
+Out (results/<dataset>/routing/<pair>/):
+- labels.parquet      Δ = metric(on) − metric(off) per judged question (rescue / harm / tie); for Study B
+                      u = correct(with) − correct(without) ∈ {−1, 0, +1} (benefit / harm / neutral);
+- utility.csv         the utility distribution per split and overall (n, gains, harms, ties and their rates, mean
+                      off / on / delta), with dataset, generator model (Study B), measure, questions left out for
+                      lack of reference answers and `signal_absent` (every label equal: nothing to learn);
+- features.parquet    the configured feature families per question (`features`);
+- oof_scores.parquet  out-of-fold dev scores per router (grouped K-fold by paper/context);
+- frozen/<router>.json  model, feature scaling and threshold fitted on dev only — the only thing later rules read
+                      of a router; thresholds.csv the dev sweep (cost per trigger, threshold, utility, trigger
+                      rate) per router. The sweep's c is routing.cost_per_trigger, or with routing.measured_cost the
+                      router's measured extra cost of one trigger on dev (cost ledger) × per_unit;
+- routed.parquet      every calibration and held-out question scored by each frozen router;
+- policies.csv        held-out hit rates of off, always-on and each adaptive router, trigger rate, rescues, harms,
+                      utility = mean(metric − c × triggered) with the router's frozen c; comparisons.csv bootstrap-over-groups CIs of
+                      adaptive − always-on and adaptive − off with win / tie / loss;
+- frontiers.parquet   exact / deployable / conservative frontiers per router over the budget grid (calibration
+                      split → held-out); audit.parquet the calibration audit over repeated grouped splits.
+Routers that never or always fire have no budget knob and are left out of frontiers and the audit.
+"""
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
+from workflow_scripts.core.contracts import (
+    FEATURE_FAMILY,
+    GENERATIONS,
+    LABELS,
+    QUESTIONS,
+    RANKING,
+    RUNS,
+    SPLITS,
+    UNITS,
+    read_table,
+    write_table,
+)
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.cost.stage import measured_costs, trigger_cost
+from workflow_scripts.routing import features as feature_sets
+from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
+from workflow_scripts.routing.labels import (
+    answer_correctness,
+    arm_labels,
+    is_retrieval_pair,
+    outcome_summary,
+    retrieval_labels,
+)
+from workflow_scripts.routing.routers import (
+    FIXED_THRESHOLDS,
+    SCORE_BASELINES,
+    apply_frozen,
+    choose_threshold,
+    fit_router,
+    freeze,
+    frozen_features,
+    make_router,
+    out_of_fold_scores,
+    read_artifact,
+)
+from workflow_scripts.routing.stats import compare_policies
+
+log = logging.getLogger("ragfrontier.route")
+
+
+def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
+    """A RouterSpec from a `routing.routers` entry; learned routers read every configured feature."""
+    params = {key: value for key, value in spec.items() if key != "kind"}
+    kind = spec.get("kind", name)
+    if kind in SCORE_BASELINES:
+        feature, sign = SCORE_BASELINES[kind]
+        return make_router(name, "score", (feature,), sign=sign)
+    learned = kind in ("ridge", "bur_linear", "bur_gbm")
+    return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
+
+
+def feature_table(families: list[str], smk: Any) -> pl.DataFrame:
+    """The configured feature families for the labelled questions, joined on qid."""
+    labelled = pl.read_parquet(smk.input.labels)["qid"].implode()
+    tables = []
+    if "base_arm" in families:
+        run = read_table(smk.input.base_run, RUNS)
+        tables.append(feature_sets.keep_features(run, read_table(smk.input.dense, RANKING), read_table(smk.input.units, UNITS)))
+    if "query_only" in families:
+        tables.append(feature_sets.query_features(read_table(smk.input.questions, QUESTIONS)))
+    if "uncertainty" in families:
+        tables.append(feature_sets.uncertainty_features(read_table(smk.input.closed_book, GENERATIONS)))
+    if "retrieval_score" in families:
+        tables.append(feature_sets.probe_features(read_table(smk.input.probe, RANKING)))
+    return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
+
+
+def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
+    return table.join(splits.select("qid", "group_id", "split"), on="qid", how="inner")
+
+
+def pair_labels(smk: Any) -> tuple[pl.DataFrame, str | None, int]:
+    """The pair's labels, the generator model behind them (Study B) and the questions without references."""
+    pair = smk.params.pair
+    if not is_retrieval_pair(pair):
+        labels = arm_labels(pl.read_parquet(smk.input.base), pl.read_parquet(smk.input.alternative), pair["measure"],
+                            (pair["base"], pair["alternative"]))
+        return labels, None, 0
+    without, with_retrieval = read_table(smk.input.base, GENERATIONS), read_table(smk.input.alternative, GENERATIONS)
+    correctness, unscorable = answer_correctness(read_table(smk.input.questions, QUESTIONS), without, with_retrieval,
+                                                 pair["measure"], pair["f1_threshold"])
+    if correctness.is_empty():
+        raise InputError(f"labels: none of the {unscorable} answered questions has reference answers to score "
+                         f"against; Study B needs a dataset with answers (questions.parquet column 'answers')")
+    models = sorted(set(without["model"]) | set(with_retrieval["model"]))
+    return retrieval_labels(correctness), " | ".join(models), unscorable
+
+
+def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, smk: Any, model: str | None, unscorable: int) -> pl.DataFrame:
+    """The utility distribution (outcome_summary) per split and over all splits, tagged with dataset, pair, model."""
+    by_split = outcome_summary(with_splits(labels, splits), ["split"])
+    overall = outcome_summary(labels).with_columns(pl.lit("all").alias("split"))
+    table = pl.concat([overall.select(by_split.columns), by_split])
+    tags = [pl.lit(smk.wildcards.dataset).alias("dataset"), pl.lit(smk.wildcards.pair).alias("pair"),
+            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(smk.params.pair["measure"]).alias("measure")]
+    signal_absent = labels["delta"].n_unique() <= 1
+    return table.select(*tags, pl.all()).with_columns(
+        pl.lit(unscorable).alias("without_reference"), pl.lit(signal_absent).alias("signal_absent")
+    )
+
+
+def label_rule(smk: Any) -> None:
+    labels, model, unscorable = pair_labels(smk)
+    write_table(labels, smk.output.labels, LABELS)
+    utility = utility_table(labels, read_table(smk.input.splits, SPLITS), smk, model, unscorable)
+    write_text_atomic(utility.write_csv(float_precision=6), smk.output.utility)
+    if unscorable:
+        log.warning("labels: %d questions have no reference answers and are left out", unscorable)
+    if utility["signal_absent"][0]:
+        log.warning("labels: every question has the same label (%s): the routers run, but there is no signal "
+                    "to learn and every learned router scores all questions alike", labels["outcome"][0])
+    log.info("labels: %s", outcome_summary(labels).to_dicts())
+
+
+def features_rule(smk: Any) -> None:
+    write_parquet_atomic(feature_table(smk.params.pair["features"], smk), smk.output.features)
+
+
+def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
+    """Router name → its frozen/<router>.json among `paths` (matched by file name, in the config's router order)."""
+    by_name = {Path(path).stem: str(path) for path in paths}
+    return {name: by_name[name] for name in routers}
+
+
+def cost_per_trigger(smk: Any, spec: Any, dev_qids: pl.Series) -> tuple[float, str]:
+    """c of the utility sweep and how it was set: routing.cost_per_trigger (an abstract unit), or with
+    routing.measured_cost the mean measured extra cost of one trigger on dev (cost.trigger_cost for this router's
+    feature families) times `per_unit`, the utility one unit of that cost is worth."""
+    measured = smk.params.routing.get("measured_cost")
+    if not measured:
+        return float(smk.params.routing["cost_per_trigger"]), "abstract"
+    plan, costs = measured_costs(smk.wildcards.pair, smk.params.measured, smk.input.ledger, dev_qids)
+    families = frozenset(FEATURE_FAMILY[feature] for feature in spec.features)
+    mean = float(trigger_cost(plan, costs, families)[measured["unit"]].mean())
+    return measured["per_unit"] * mean, f"measured: {mean:.6g} {measured['unit']} per trigger on dev"
+
+
+def fit_rule(smk: Any) -> None:
+    """Dev split only: out-of-fold scores, the utility sweep, then the model refitted on all dev and frozen."""
+    settings = smk.params.routing
+    splits = read_table(smk.input.splits, SPLITS)
+    labels = with_splits(pl.read_parquet(smk.input.labels), splits).filter(pl.col("split") == "dev")
+    features = pl.read_parquet(smk.input.features).filter(pl.col("qid").is_in(labels["qid"].implode())).sort("qid")
+    labels = labels.sort("qid")
+    names = [column for column in features.columns if column != "qid"]
+    oof_tables, sweeps = [], []
+    paths = frozen_paths(smk.params.routers, smk.output.frozen)
+    for name, path in paths.items():
+        spec = router_spec(name, smk.params.routers[name], names)
+        oof = out_of_fold_scores(features.select("qid", *spec.features), labels, labels, spec,
+                                 settings["n_splits"], settings["seed"])
+        oof = oof.join(labels.select("qid", "metric_on", "metric_off"), on="qid").sort("qid")
+        cost, basis = cost_per_trigger(smk, spec, labels["qid"])
+        choice = choose_threshold(spec, oof["score"], oof["metric_on"], oof["metric_off"], cost)
+        model = fit_router(spec, features.select("qid", *spec.features), labels["delta"].to_numpy(), settings["seed"])
+        metadata = {"pair": smk.wildcards.pair, "dev_questions": labels.height, "dev_utility": choice.utility,
+                    "dev_trigger_rate": choice.trigger_rate, "cost_per_trigger": cost, "cost_basis": basis}
+        write_text_atomic(freeze(spec, model, choice.threshold, metadata).decode("utf-8"), path)
+        oof_tables.append(oof.with_columns(pl.lit(name).alias("router")))
+        sweeps.append({"router": name, "cost_per_trigger": cost, "threshold": choice.threshold, "dev_utility": choice.utility,
+                       "dev_trigger_rate": choice.trigger_rate, "signal_absent": bool(oof["signal_absent"].any())})
+    write_parquet_atomic(pl.concat(oof_tables), smk.output.oof)
+    write_text_atomic(pl.DataFrame(sweeps).write_csv(float_precision=6), smk.output.thresholds)
+
+
+def routed_scores(frozen: Mapping[str, str], features: pl.DataFrame) -> pl.DataFrame:
+    """Each frozen router applied to `features` (the artifact is all it reads): qid, router, score, triggered."""
+    tables = []
+    for name, path in frozen.items():
+        artifact = Path(path).read_bytes()
+        routed = apply_frozen(artifact, features.select("qid", *frozen_features(artifact)))
+        tables.append(routed.with_columns(pl.lit(name).alias("router")))
+    return pl.concat(tables).select("qid", "router", "score", "triggered")
+
+
+def policy_rows(heldout: pl.DataFrame, costs: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Held-out hit rate, trigger rate, rescues, harms and utility (with the cost per trigger each router was
+    frozen with) of each router's adaptive policy."""
+    rows = []
+    for (router,), table in heldout.group_by("router", maintain_order=True):
+        fired = table["triggered"]
+        adaptive = table["adaptive"]
+        rows.append({
+            "router": router, "questions": table.height, "off": table["metric_off"].mean(),
+            "always_on": table["metric_on"].mean(), "adaptive": adaptive.mean(), "trigger_rate": fired.mean(),
+            "rescues": int((fired & (table["delta"] > 0)).sum()), "harms": int((fired & (table["delta"] < 0)).sum()),
+            "cost_per_trigger": costs[router], "utility": float((adaptive - costs[router] * fired.cast(pl.Float64)).mean()),
+        })
+    return rows
+
+
+def heldout_rule(smk: Any) -> None:
+    """Score calibration and held-out with the frozen routers; report held-out policies with group-bootstrap CIs."""
+    settings = smk.params.routing
+    splits = read_table(smk.input.splits, SPLITS)
+    labels = with_splits(pl.read_parquet(smk.input.labels), splits).filter(pl.col("split") != "dev")
+    features = pl.read_parquet(smk.input.features).filter(pl.col("qid").is_in(labels["qid"].implode()))
+    frozen = frozen_paths(smk.params.routers, smk.input.frozen)
+    routed = routed_scores(frozen, features).join(labels, on="qid")
+    write_parquet_atomic(routed, smk.output.routed)
+    heldout = routed.filter(pl.col("split") == "heldout").with_columns(
+        pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias("adaptive")
+    )
+    costs = {name: read_artifact(Path(path).read_bytes())["metadata"]["cost_per_trigger"] for name, path in frozen.items()}
+    write_text_atomic(pl.DataFrame(policy_rows(heldout, costs)).write_csv(float_precision=6), smk.output.policies)
+    boot = settings["bootstrap"]
+    comparisons = [
+        compare_policies(table.rename({"metric_on": "always_on", "metric_off": "off"}),
+                         [("adaptive", "always_on"), ("adaptive", "off")], B=boot["resamples"], seed=settings["seed"],
+                         method=boot["method"], confidence=boot["confidence"]).with_columns(pl.lit(router).alias("router"))
+        for (router,), table in heldout.group_by("router", maintain_order=True)
+    ]
+    write_text_atomic(pl.concat(comparisons).write_csv(float_precision=6), smk.output.comparisons)
+
+
+def frontier_rule(smk: Any) -> None:
+    """Exact / deployable / conservative frontiers per router, and the calibration audit."""
+    budgets = smk.params.budgets
+    routed = pl.read_parquet(smk.input.routed)
+    knobbed = [name for name, spec in smk.params.routers.items() if spec.get("kind", name) not in FIXED_THRESHOLDS]
+    tables = []
+    for router in knobbed:
+        table = routed.filter(pl.col("router") == router)
+        frontier = frontier_table(table.filter(pl.col("split") == "calibration"), table.filter(pl.col("split") == "heldout"),
+                                  budgets["grid"], budgets["delta"])
+        tables.append(frontier.with_columns(pl.lit(router).alias("router")))
+    write_parquet_atomic(pl.concat(tables), smk.output.frontiers)
+    labels = routed.select("qid", "metric_on", "metric_off", "delta").unique("qid")
+    audit = calibration_audit(routed.select("qid", "router", "score"), labels, routed.select("qid", "group_id").unique("qid"),
+                              knobbed, budgets["grid"], budgets["audit_splits"], smk.params.seed, budgets["delta"])
+    write_parquet_atomic(audit, smk.output.audit)
+
+
+def main(smk: Any) -> None:
+    {"route_labels": label_rule, "route_features": features_rule, "route_fit": fit_rule,
+     "route_heldout": heldout_rule, "route_frontiers": frontier_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

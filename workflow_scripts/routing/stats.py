@@ -1,0 +1,108 @@
+"""Paired comparisons with a bootstrap over groups (papers / question contexts), and win / tie / loss shares.
+
+In:  a per-query table with a group column (group_id) and one numeric column per policy (e.g. the hit, the
+     correctness or the utility of adaptive, always-Hybrid and Keep on the same queries; no missing values —
+     drop queries not scored under every policy first), and the pairs (a, b) to compare as a − b.
+Out: per pair the estimate (mean of the per-query differences), the confidence interval, the number of queries
+     and of groups, and the shares of queries where a wins, ties or loses against b (COMPARISONS table).
+
+The bootstrap resamples whole groups with replacement, B = 2000 times by default, with a fixed seed, so queries
+of one paper stay together and their correlation widens the interval as it should. The statistic is the pooled
+mean Σ_groups Σ d / Σ_groups n_g over the resampled groups (the same estimator as the point estimate, so groups
+of different sizes weigh by their queries). "percentile" (default): the 2.5% and 97.5% points (for 95%) of the
+B resampled statistics (numpy, linear interpolation). "bca": bias-corrected and accelerated, from
+scipy.stats.bootstrap on the paired group-level data (group sum, group size), so its acceleration is scipy's
+jackknife over groups. When every group has the same mean difference (e.g. all ties) every resample is
+that value, and the interval is that single point.
+
+Checked by simulation (tests/test_stats.py): with 60 groups of 1–8 queries and random group effects the 95%
+percentile interval covers the true mean difference about 94% of the time (the usual slight shortfall of the
+percentile bootstrap with few groups, from the (G − 1)/G shrinkage of the resampled variance).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from workflow_scripts.core.contracts import COMPARISONS, METHODS
+from workflow_scripts.core.errors import InputError
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    n: int
+    n_groups: int
+
+
+def _pooled_mean(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
+    return sums.sum(axis=axis) / sizes.sum(axis=axis)
+
+
+def group_bootstrap(values: Any, groups: Any, B: int = 2000, seed: int = 0, method: str = "percentile",
+                    confidence: float = 0.95) -> Interval:
+    """Mean of `values` with a CI from resampling whole groups (one group id per value)."""
+    d = np.asarray(values, dtype=float)
+    g = np.asarray(groups)
+    if d.ndim != 1 or d.shape != g.shape or d.size == 0 or not np.isfinite(d).all():
+        raise InputError("group bootstrap: need one finite value and one group per query")
+    if method not in METHODS:
+        raise InputError(f"group bootstrap: method '{method}' is unknown; use one of {list(METHODS)}")
+    if B < 100 or not 0.0 < confidence < 1.0:
+        raise InputError(f"group bootstrap: need B ≥ 100 (got {B}) and a confidence level in (0, 1)")
+    _, inverse = np.unique(g, return_inverse=True)
+    sums = np.bincount(inverse, weights=d)
+    sizes = np.bincount(inverse).astype(float)
+    if sums.size < 2:
+        raise InputError("group bootstrap: need at least two groups to resample")
+    estimate = float(_pooled_mean(sums, sizes))
+    if np.ptp(sums / sizes) == 0:
+        return Interval(estimate, estimate, estimate, d.size, sums.size)
+    rng = np.random.default_rng(seed)
+    if method == "percentile":
+        picks = rng.integers(0, sums.size, size=(B, sums.size))
+        tail = 50.0 * (1.0 - confidence)
+        low, high = np.percentile(_pooled_mean(sums[picks], sizes[picks]), [tail, 100.0 - tail])
+    else:
+        from scipy import stats as scipy_stats  # here: the LLM stages import this module; few bootstrap
+
+        result = scipy_stats.bootstrap((sums, sizes), _pooled_mean, paired=True, vectorized=True, n_resamples=B,
+                                       method="BCa", confidence_level=confidence, rng=rng)
+        low, high = result.confidence_interval
+    return Interval(estimate, float(low), float(high), d.size, sums.size)
+
+
+def win_tie_loss(a: Any, b: Any) -> tuple[float, float, float]:
+    """Shares of queries where a > b, a == b, a < b."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise InputError("win/tie/loss: need two non-empty paired 1-D score arrays")
+    return float(np.mean(a > b)), float(np.mean(a == b)), float(np.mean(a < b))
+
+
+def compare_policies(table: pl.DataFrame, pairs: Sequence[tuple[str, str]], group: str = "group_id",
+                     B: int = 2000, seed: int = 0, method: str = "percentile",
+                     confidence: float = 0.95) -> pl.DataFrame:
+    """One COMPARISONS row per (a, b): the group-bootstrap CI of mean(a − b) and win / tie / loss shares."""
+    needed = sorted({group, *(name for pair in pairs for name in pair)})
+    missing = [column for column in needed if column not in table.columns]
+    if missing:
+        raise InputError(f"compare policies: columns {missing} are missing (columns: {table.columns})")
+    nulls = [column for column in needed if table[column].null_count()]
+    if nulls:
+        raise InputError(f"compare policies: columns {nulls} have missing values; keep only queries scored "
+                         f"under every policy")
+    rows = []
+    for a, b in pairs:
+        left, right = table[a].cast(pl.Float64).to_numpy(), table[b].cast(pl.Float64).to_numpy()
+        interval = group_bootstrap(left - right, table[group].to_numpy(), B, seed, method, confidence)
+        win, tie, loss = win_tie_loss(left, right)
+        rows.append({"a": a, "b": b, "estimate": interval.estimate, "low": interval.low, "high": interval.high,
+                     "confidence": confidence, "method": method, "resamples": B, "n": interval.n,
+                     "n_groups": interval.n_groups, "win": win, "tie": tie, "loss": loss})
+    return pl.DataFrame(rows, schema=COMPARISONS.schema)

@@ -1,0 +1,126 @@
+"""Study C synthetic queries: a seeded reservoir sample of papers, a problem and a method query for each.
+
+In:  the corpus units (one document unit per paper: unit_id = paper id, title, text = abstract; the
+     arxiv_metadata adapter), the dataset's ingest report (papers skipped for having no abstract), the generator
+     config, the prompt templates (`synthetic_queries`), the sample size and seed.
+Out: STUDY_C_QUERIES (qid "<paper>:<type>", paper_id = the gold target, query_type problem | method, text) and a
+     JSON report: papers in the corpus, sampled, succeeded, and the failures by cause.
+
+Sampling is single-pass reservoir sampling (Algorithm R, `random.Random(seed)`) over the papers in corpus order,
+as in the study (seed 42 over the streamed JSON), so the same corpus and seed give the same sample. A paper
+without abstract never reaches the sample (the adapter skips it; the report carries its count); one whose
+unit text is blank is dropped here as "empty_abstract". The generator writes both queries as one JSON object,
+decoded under its reply schema (`prompts.SYNTHETIC_REPLY`: two strings of at most 300 characters); the report
+counts how the used replies were obtained ("replies_used": constrained, parsed, repaired). A paper is dropped,
+counted by cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds
+no JSON object ("no_json"), a query is missing or blank ("missing_query"), or a query repeats the title verbatim
+("title_verbatim", case-insensitive). The study keeps a paper only when both of its queries were generated.
+"""
+
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_json_atomic
+from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, read_table, write_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
+
+log = logging.getLogger("ragfrontier.synthetic")
+
+QUERY_TYPES = ("problem", "method")
+CAUSES = ("empty_abstract", "request_error", "length", "no_json", "missing_query", "title_verbatim")
+
+
+def reservoir_sample(items: Iterable[Any], size: int, seed: int) -> list[Any]:
+    """Algorithm R: a uniform sample of `size` items in one pass, returned in stream order."""
+    rng = random.Random(seed)
+    reservoir: list[tuple[int, Any]] = []
+    for position, item in enumerate(items):
+        if position < size:
+            reservoir.append((position, item))
+            continue
+        slot = rng.randint(0, position)
+        if slot < size:
+            reservoir[slot] = (position, item)
+    return [item for _, item in sorted(reservoir, key=lambda pair: pair[0])]
+
+
+def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | None]:
+    """({"problem": …, "method": …}, None) from a generator reply, or (None, the failure cause)."""
+    reply = prompts.parse_json(text, dict)
+    if reply.value is None:
+        return None, "no_json"
+    queries = {}
+    for name in QUERY_TYPES:
+        value = reply.value.get(name)
+        if not isinstance(value, str) or not " ".join(value.split()):
+            return None, "missing_query"
+        queries[name] = " ".join(value.split())
+    normalized_title = " ".join(title.split()).lower()
+    if normalized_title and any(normalized_title in query.lower() for query in queries.values()):
+        return None, "title_verbatim"
+    return queries, None
+
+
+def synthesize(
+    papers: Sequence[Mapping[str, str]], replies: pl.DataFrame
+) -> tuple[list[dict[str, str]], Counter, Counter]:
+    """Query rows, failure counts and how the used replies were obtained (`prompts.read_reply`: constrained,
+    parsed, repaired) from the sampled papers and their GENERATIONS rows (same order)."""
+    rows, failures, obtained = [], Counter(), Counter()
+    for paper, reply in zip(papers, replies.iter_rows(named=True)):
+        if reply["status"] != "ok":
+            failures["request_error"] += 1
+            continue
+        queries, cause = parse_queries(reply["text"], paper["title"] or "")
+        if cause:
+            cut = reply["finish_reason"] == "length" and cause != "title_verbatim"
+            failures["length" if cut else cause] += 1
+            continue
+        obtained[prompts.read_reply(reply)[1]] += 1
+        rows += [{"qid": f"{paper['unit_id']}:{kind}", "paper_id": paper["unit_id"], "query_type": kind,
+                  "text": queries[kind]} for kind in QUERY_TYPES]
+    return rows, failures, obtained
+
+
+def queries_rule(smk: Any) -> None:
+    units = read_table(smk.input.units, UNITS)
+    skipped_upstream = json.loads(Path(smk.input.report).read_text()).get("counts", {}).get(
+        "papers_without_abstract_skipped", 0)
+    sample = reservoir_sample(units.select("unit_id", "title", "text").iter_rows(named=True),
+                              smk.params.papers, smk.params.seed)
+    failures = Counter({"empty_abstract": sum(1 for paper in sample if not paper["text"].strip())})
+    papers = [paper for paper in sample if paper["text"].strip()]
+    template = prompts.load_templates(smk.params.prompts)["synthetic_queries"]
+    requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})
+                for paper in papers]
+    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
+    rows, parse_failures, obtained = synthesize(papers, llm.generate(requests, engine, Path(smk.params.cache)))
+    failures.update(parse_failures)
+    write_table(frame(rows, STUDY_C_QUERIES), smk.output.queries, STUDY_C_QUERIES)
+    report = {
+        "papers_in_corpus": units.height, "papers_without_abstract_in_source": skipped_upstream,
+        "papers_sampled": len(sample), "papers_succeeded": len(rows) // len(QUERY_TYPES),
+        "queries": len(rows), "failures": {cause: failures[cause] for cause in CAUSES},
+        "replies_used": dict(sorted(obtained.items())),
+        "seed": smk.params.seed,
+    }
+    write_json_atomic(report, smk.output.report)
+    log.info("synthetic queries: %d of %d sampled papers succeeded; failures %s", report["papers_succeeded"],
+             len(sample), report["failures"])
+
+
+def main(smk: Any) -> None:
+    {"study_c_queries": queries_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,233 @@
+"""Study C judging and tables: the Study C judge on every strategy's answers, then the study's tables plus cost.
+
+In:  the synthetic queries (gold = the source paper), and per strategy its run (STUDY_C_RUNS), answers with costs
+     (STUDY_C_ANSWERS) and Study C judgments (JUDGMENTS_C); the strategies in configured order (classic is the
+     paired baseline) and the bootstrap settings.
+Out (results/<dataset>/study_c/):
+- judgments/<strategy>.parquet  JUDGMENTS_C per answered query (item_id = qid); failed answers are not judged;
+- tables/*.csv and tables/report.md, per strategy × query type (problem, method, and "all" pooled):
+  quality.csv    queries, judged (status ok), parse_failed, how the judgments came about (judge_replies, e.g.
+                 "constrained: 40"), answer rate (is_answer = true among judged), and for
+                 each of the six scores the conditional mean (zeros excluded, the study's headline) and the
+                 unconditional mean (refusals kept as zeros);
+  retrieval.csv  Hit@1, Hit@3 and MRR@3 of the gold paper in the strategy's run (over every query);
+  paired.csv     vs classic: mean per-query difference of the unconditional overall score on queries judged under
+                 both, 95% CI from a bootstrap over papers (both queries of a paper resampled together),
+                 win / tie / loss shares;
+  gold.csv       overall score on gold-hit vs gold-miss queries (hit = gold paper in the top-k shown): conditional
+                 and unconditional means and the unconditional hit − miss difference;
+  gap.csv        problem − method difference of the conditional and unconditional overall means;
+  cost.csv       per query: LLM calls, prompt and completion tokens, measured LLM, retrieval and total seconds;
+                 share of queries that searched; fallbacks by cause.
+A cell with no queries is left empty (null), never 0.
+"""
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import (
+    JUDGMENTS_C,
+    STUDY_C_ANSWERS,
+    STUDY_C_METRICS,
+    STUDY_C_QUERIES,
+    STUDY_C_RUNS,
+    read_table,
+    write_table,
+)
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.judging import judges
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm import prompts
+from workflow_scripts.routing.stats import group_bootstrap, win_tie_loss
+
+log = logging.getLogger("ragfrontier.study_c")
+
+BASELINE = "classic"
+ALL = "all"
+COST_COLUMNS = ("llm_calls", "prompt_tokens", "completion_tokens", "llm_seconds", "retrieval_seconds")
+
+
+def judge_rule(smk: Any) -> None:
+    queries = read_table(smk.input.queries, STUDY_C_QUERIES)
+    answers = read_table(smk.input.answers, STUDY_C_ANSWERS).filter(pl.col("answer_status") == "ok")
+    items = answers.join(queries, on="qid").select(
+        pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer").sort("item_id")
+    engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
+    templates = prompts.load_templates(smk.params.prompts)
+    table = judges.judge(judges.STUDY_C, items, engine, Path(smk.params.cache), templates, smk.params.max_reasks)
+    write_table(table, smk.output.judgments, JUDGMENTS_C)
+
+
+def per_query(queries: pl.DataFrame, strategies: Sequence[str], runs: Sequence[pl.DataFrame],
+              answers: Sequence[pl.DataFrame], judgments: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """One row per (strategy, query): type, paper, gold rank (null: not retrieved), costs, judge verdict."""
+    rows = []
+    for strategy, run, answer, judged in zip(strategies, runs, answers, judgments):
+        gold = run.join(queries.select("qid", "paper_id"), on="qid").filter(pl.col("docid") == pl.col("paper_id"))
+        verdicts = judged.select(pl.col("item_id").alias("qid"), pl.col("status").alias("judge_status"),
+                                 pl.col("obtained").alias("judge_obtained"), "is_answer", *STUDY_C_METRICS)
+        rows.append(
+            queries.select("qid", "paper_id", "query_type")
+            .join(answer.select("qid", "searched", "fallback", *COST_COLUMNS), on="qid", how="left")
+            .join(gold.select("qid", pl.col("rank").alias("gold_rank")), on="qid", how="left")
+            .join(verdicts, on="qid", how="left")
+            .with_columns(pl.lit(strategy).alias("strategy"))
+        )
+    return pl.concat(rows, how="vertical_relaxed")
+
+
+def cells(table: pl.DataFrame, strategies: Sequence[str]) -> list[tuple[str, str, pl.DataFrame]]:
+    """(strategy, query type, rows) for every strategy × (problem, method, all)."""
+    out = []
+    for strategy in strategies:
+        mine = table.filter(pl.col("strategy") == strategy)
+        for kind in ("problem", "method", ALL):
+            out.append((strategy, kind, mine if kind == ALL else mine.filter(pl.col("query_type") == kind)))
+    return out
+
+
+def _mean(series: pl.Series) -> float | None:
+    return float(series.cast(pl.Float64).mean()) if series.len() else None
+
+
+def quality(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+    rows = []
+    for strategy, kind, rows_ in cells(table, strategies):
+        judged = rows_.filter(pl.col("judge_status") == "ok")
+        row = {"strategy": strategy, "query_type": kind, "queries": rows_.height, "judged": judged.height,
+               "parse_failed": rows_.filter(pl.col("judge_status") == "parse_failed").height,
+               "judge_replies": judges.obtained_counts(rows_["judge_obtained"].to_list()),
+               "answer_rate": _mean(judged["is_answer"])}
+        for metric in STUDY_C_METRICS:
+            row[f"{metric}_cond"] = _mean(judged.filter(pl.col(metric) > 0)[metric])
+        for metric in STUDY_C_METRICS:
+            row[f"{metric}_uncond"] = _mean(judged[metric])
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def retrieval(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+    rank = pl.col("gold_rank")
+    return pl.DataFrame([
+        {"strategy": strategy, "query_type": kind, "queries": rows_.height,
+         "hit_at_1": _mean(rows_.select((rank.fill_null(99) <= 1).alias("h")).to_series()),
+         "hit_at_3": _mean(rows_.select((rank.fill_null(99) <= 3).alias("h")).to_series()),
+         "mrr_at_3": _mean(rows_.select(pl.when(rank <= 3).then(1.0 / rank).otherwise(0.0).alias("rr")).to_series())}
+        for strategy, kind, rows_ in cells(table, strategies)
+    ])
+
+
+def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confidence: float, seed: int) -> pl.DataFrame:
+    judged = table.filter(pl.col("judge_status") == "ok")
+    base = judged.filter(pl.col("strategy") == BASELINE).select("qid", pl.col("overall").alias("base"))
+    rows = []
+    for strategy, kind, rows_ in cells(judged, [name for name in strategies if name != BASELINE]):
+        both = rows_.join(base, on="qid")
+        row = {"strategy": strategy, "query_type": kind, "queries": both.height, "papers": both["paper_id"].n_unique(),
+               "delta": None, "low": None, "high": None, "win": None, "tie": None, "loss": None}
+        if both.height:
+            scores, baseline = both["overall"].cast(pl.Float64).to_numpy(), both["base"].cast(pl.Float64).to_numpy()
+            row["win"], row["tie"], row["loss"] = win_tie_loss(scores, baseline)
+            row["delta"] = float((scores - baseline).mean())
+            if row["papers"] >= 2:
+                interval = group_bootstrap(scores - baseline, both["paper_id"].to_numpy(), resamples, seed,
+                                           confidence=confidence)
+                row["low"], row["high"] = interval.low, interval.high
+        rows.append(row)
+    return pl.DataFrame(rows, schema_overrides={name: pl.Float64 for name in ("delta", "low", "high", "win", "tie", "loss")})
+
+
+def gold(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+    rows = []
+    for strategy, kind, rows_ in cells(table.filter(pl.col("judge_status") == "ok"), strategies):
+        hit, miss = rows_.filter(pl.col("gold_rank").is_not_null()), rows_.filter(pl.col("gold_rank").is_null())
+        row = {"strategy": strategy, "query_type": kind, "gold_hit": hit.height, "gold_miss": miss.height,
+               "overall_cond_hit": _mean(hit.filter(pl.col("overall") > 0)["overall"]),
+               "overall_cond_miss": _mean(miss.filter(pl.col("overall") > 0)["overall"]),
+               "overall_uncond_hit": _mean(hit["overall"]), "overall_uncond_miss": _mean(miss["overall"])}
+        both = row["overall_uncond_hit"] is not None and row["overall_uncond_miss"] is not None
+        row["uncond_hit_minus_miss"] = row["overall_uncond_hit"] - row["overall_uncond_miss"] if both else None
+        rows.append(row)
+    return pl.DataFrame(rows, schema_overrides={name: pl.Float64 for name in (
+        "overall_cond_hit", "overall_cond_miss", "overall_uncond_hit", "overall_uncond_miss", "uncond_hit_minus_miss")})
+
+
+def gap(quality_table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+    rows = []
+    for strategy in strategies:
+        mine = {row["query_type"]: row for row in quality_table.filter(pl.col("strategy") == strategy).iter_rows(named=True)}
+        row = {"strategy": strategy}
+        for measure in ("overall_cond", "overall_uncond"):
+            problem, method = mine["problem"][measure], mine["method"][measure]
+            row[f"{measure}_problem_minus_method"] = problem - method if problem is not None and method is not None else None
+        rows.append(row)
+    return pl.DataFrame(rows, schema_overrides={"overall_cond_problem_minus_method": pl.Float64,
+                                                "overall_uncond_problem_minus_method": pl.Float64})
+
+
+def cost(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+    rows = []
+    for strategy, kind, rows_ in cells(table, strategies):
+        row = {"strategy": strategy, "query_type": kind, "queries": rows_.height,
+               **{f"{name}_per_query": _mean(rows_[name]) for name in COST_COLUMNS},
+               "seconds_per_query": _mean(rows_["llm_seconds"] + rows_["retrieval_seconds"]),
+               "searched_share": _mean(rows_["searched"])}
+        causes = rows_["fallback"].drop_nulls().value_counts().sort("fallback").rows()
+        row["fallbacks"] = "; ".join(f"{cause}: {count}" for cause, count in causes)
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def markdown(title: str, table: pl.DataFrame) -> str:
+    def show(value: Any) -> str:
+        return "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    lines = [f"### {title}", "", "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(show(value) for value in row) + " |" for row in table.iter_rows()]
+    return "\n".join(lines) + "\n"
+
+
+TITLES = {
+    "quality": "Answer rate and judge scores (cond = zeros excluded; uncond = refusals as 0)",
+    "retrieval": "Gold-paper retrieval",
+    "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers)",
+    "gold": "Overall score on gold-hit vs gold-miss queries",
+    "gap": "Problem − method gap of the overall score",
+    "cost": "Cost per query (LLM calls, tokens, measured seconds) and fallbacks",
+}
+
+
+def tables_rule(smk: Any) -> None:
+    strategies = list(smk.params.strategies)
+    queries = read_table(smk.input.queries, STUDY_C_QUERIES)
+    table = per_query(
+        queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
+        [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
+        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments],
+    )
+    boot = smk.params.bootstrap
+    quality_table = quality(table, strategies)
+    results = {
+        "quality": quality_table, "retrieval": retrieval(table, strategies),
+        "paired": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"]),
+        "gold": gold(table, strategies), "gap": gap(quality_table, strategies), "cost": cost(table, strategies),
+    }
+    for name, result in results.items():
+        write_text_atomic(result.write_csv(float_precision=4), smk.output[name])
+    header = (f"## Study C tables: {queries['paper_id'].n_unique()} papers, {queries.height} queries, strategies "
+              f"{', '.join(strategies)}\n\n")
+    write_text_atomic(header + "\n".join(markdown(TITLES[name], result) for name, result in results.items()),
+                      smk.output.report)
+
+
+def main(smk: Any) -> None:
+    {"study_c_judge": judge_rule, "study_c_tables": tables_rule}[smk.rule](smk)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
