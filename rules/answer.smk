@@ -4,6 +4,50 @@
 # judging stays on generation.splits.
 
 
+def answer_inputs(wildcards):
+    """Questions, splits and units, plus the arm's run for a retrieval policy (closed_book reads none)."""
+    dataset = wildcards.dataset
+    inputs = {
+        "questions": output_of("ingest", "questions", dataset=dataset),
+        "splits": output_of("splits", "splits", dataset=dataset),
+        "units": output_of("ingest", "units", dataset=dataset),
+    }
+    if wildcards.policy != vocabulary.CLOSED_BOOK:
+        inputs["run"] = output_of("run_arm", "run", dataset=dataset, arm=wildcards.policy)
+    return inputs
+
+
+def answer_splits(wildcards):
+    """The splits a policy is answered on: generation.splits, and every split when a Study B pair labels it
+    (its routers are fitted on dev, calibrated on calibration and scored on held-out)."""
+    labelled = {
+        side
+        for pair in config["routing"]["pairs"].values()
+        if is_retrieval_pair(pair)
+        for side in (pair["base"], pair["alternative"])
+    }
+    if wildcards.policy in labelled:
+        return list(vocabulary.SPLITS)
+    return config["generation"]["splits"]
+
+
+def answer_templates(wildcards):
+    """The overrides of the one answer template the policy renders."""
+    kind = vocabulary.CLOSED_BOOK if wildcards.policy == vocabulary.CLOSED_BOOK else "retrieval"
+    return prompt_overrides(vocabulary.ANSWER_TEMPLATES[kind])
+
+
+def judged(dataset, judge):
+    """Every policy's judgments by `judge` (vocabulary.JUDGES) on `dataset`."""
+    return [output_of("judge_answers", judge, dataset=dataset, policy=policy) for policy in POLICIES]
+
+
+def answer_targets(dataset):
+    if not POLICIES or not set(POLICIES) - {vocabulary.CLOSED_BOOK} <= set(arms_for(dataset)):
+        return []
+    return [output_of("answer_summary", "summary", dataset=dataset), output_of("answer_summary", "comparisons", dataset=dataset)]
+
+
 rule generate_answers:
     input:
         unpack(answer_inputs),
@@ -11,10 +55,10 @@ rule generate_answers:
         answers="results/{dataset}/answers/{policy}.parquet",
     params:
         generator=config["models"]["generator"],
-        prompts=config["prompts"],
+        prompts=answer_templates,
         splits=answer_splits,
-        cache="results/cache/llm",
-        model_cache="results/cache/models",
+        cache=LLM_CACHE,
+        model_cache=MODEL_CACHE,
     threads: 2
     log:
         "results/logs/generate_answers/{dataset}_{policy}.log",
@@ -29,17 +73,17 @@ rule generate_answers:
 rule judge_answers:
     input:
         unpack(answer_inputs),
-        answers="results/{dataset}/answers/{policy}.parquet",
+        answers=rules.generate_answers.output.answers,
     output:
         study_a="results/{dataset}/answers/{policy}_study_a.parquet",
         study_c="results/{dataset}/answers/{policy}_study_c.parquet",
     params:
         judge=config["models"]["judge"],
         max_reasks=config["generation"]["judge_reasks"],
-        prompts=config["prompts"],
+        prompts=prompt_overrides(vocabulary.JUDGE_TEMPLATES),
         splits=config["generation"]["splits"],
-        cache="results/cache/llm",
-        model_cache="results/cache/models",
+        cache=LLM_CACHE,
+        model_cache=MODEL_CACHE,
     threads: 2
     log:
         "results/logs/judge_answers/{dataset}_{policy}.log",
@@ -53,9 +97,9 @@ rule judge_answers:
 
 rule answer_summary:
     input:
-        study_a=expand("results/{{dataset}}/answers/{policy}_study_a.parquet", policy=POLICIES),
-        study_c=expand("results/{{dataset}}/answers/{policy}_study_c.parquet", policy=POLICIES),
-        splits="results/{dataset}/splits.parquet",
+        study_a=lambda wildcards: judged(wildcards.dataset, "study_a"),
+        study_c=lambda wildcards: judged(wildcards.dataset, "study_c"),
+        splits=rules.splits.output.splits,
     output:
         summary="results/{dataset}/answers/summary.csv",
         comparisons="results/{dataset}/answers/comparisons.csv",

@@ -3,9 +3,77 @@
 # arm's run (Parquet + TREC) and its ir-measures evaluation.
 
 
+def first_stage_depth(dataset, method, scope):
+    """How deep the shared first-stage ranking (method, scope) must go: the deepest any arm reads it."""
+    from workflow_scripts.retrieval.arms import first_stage_depth as depth_of, first_stages
+
+    return max(
+        depth_of(arm)
+        for arm in arms_for(dataset).values()
+        if arm["scope"] == scope and method in first_stages(arm)
+    )
+
+
+def first_stage_files(dataset, arm):
+    """first-stage method → the shared ranking file an arm reads."""
+    from workflow_scripts.retrieval.arms import first_stages
+
+    return {
+        method: output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=arm["scope"])
+        for method in first_stages(arm)
+    }
+
+
+def ranking_files(dataset, arms):
+    """'<method>_<scope>' (vocabulary.ranking_name) → ranking file, for every first stage of `arms`."""
+    return {
+        vocabulary.ranking_name(method, arm["scope"]): path
+        for arm in arms
+        for method, path in first_stage_files(dataset, arm).items()
+    }
+
+
+def dense_search_inputs(wildcards):
+    inputs = {
+        "vectors": output_of("embed_units", "vectors", dataset=wildcards.dataset),
+        "question_vectors": output_of("embed_units", "questions", dataset=wildcards.dataset),
+        "questions": output_of("ingest", "questions", dataset=wildcards.dataset),
+    }
+    if wildcards.scope == "global":
+        inputs["index"] = output_of("index_dense", "index", dataset=wildcards.dataset)
+    return inputs
+
+
+def arms_reranked_by(dataset, reranker):
+    return {name: arm for name, arm in arms_for(dataset).items() if arm.get("rerank") == reranker}
+
+
+def rerank_inputs(wildcards):
+    """The first-stage rankings of every arm reranked by this reranker, plus the texts to score."""
+    return {
+        "units": output_of("ingest", "units", dataset=wildcards.dataset),
+        "questions": output_of("ingest", "questions", dataset=wildcards.dataset),
+        **ranking_files(wildcards.dataset, arms_reranked_by(wildcards.dataset, wildcards.reranker).values()),
+    }
+
+
+def arm_inputs(wildcards):
+    arm = config["arms"][wildcards.arm]
+    inputs = first_stage_files(wildcards.dataset, arm)
+    if arm.get("rerank"):
+        inputs["rerank"] = output_of("rerank", "scores", dataset=wildcards.dataset, reranker=arm["rerank"])
+    return inputs
+
+
+def retrieval_targets(dataset):
+    arms = arms_for(dataset)
+    targets = [output_of("run_arm", "trec", dataset=dataset, arm=arm) for arm in arms]
+    return targets + ([output_of("retrieval_summary", "markdown", dataset=dataset)] if arms else [])
+
+
 rule index_bm25:
     input:
-        units="results/{dataset}/units.parquet",
+        units=rules.ingest.output.units,
     output:
         index=directory("results/{dataset}/index/bm25"),
     params:
@@ -24,15 +92,15 @@ rule index_bm25:
 # Units and questions are embedded in one job, the only one that loads the embedding model.
 rule embed_units:
     input:
-        units="results/{dataset}/units.parquet",
-        questions="results/{dataset}/questions.parquet",
+        units=rules.ingest.output.units,
+        questions=rules.ingest.output.questions,
     output:
         vectors="results/{dataset}/dense/unit_vectors.parquet",
         questions="results/{dataset}/dense/question_vectors.parquet",
     params:
         embedder=config["models"]["embedder"],
         title=config["retrieval"]["title"],
-        cache="results/cache/embeddings",
+        cache=EMBEDDING_CACHE,
     log:
         "results/logs/embed_units/{dataset}.log",
     benchmark:
@@ -45,7 +113,7 @@ rule embed_units:
 
 rule index_dense:
     input:
-        vectors="results/{dataset}/dense/unit_vectors.parquet",
+        vectors=rules.embed_units.output.vectors,
     output:
         index="results/{dataset}/index/dense.faiss",
     params:
@@ -62,8 +130,8 @@ rule index_dense:
 
 rule retrieve_bm25:
     input:
-        index="results/{dataset}/index/bm25",
-        questions="results/{dataset}/questions.parquet",
+        index=rules.index_bm25.output.index,
+        questions=rules.ingest.output.questions,
     output:
         ranking="results/{dataset}/first_stage/bm25_{scope}.parquet",
     params:
@@ -106,8 +174,8 @@ rule rerank:
         reranker=lambda wildcards: config["models"]["rerankers"][wildcards.reranker],
         arms=lambda wildcards: arms_reranked_by(wildcards.dataset, wildcards.reranker),
         title=config["retrieval"]["title"],
-        cache="results/cache/rerank",
-        model_cache="results/cache/models",
+        cache=RERANK_CACHE,
+        model_cache=MODEL_CACHE,
     log:
         "results/logs/rerank/{dataset}_{reranker}.log",
     benchmark:
@@ -138,9 +206,9 @@ rule run_arm:
 
 rule evaluate_arm:
     input:
-        run="results/{dataset}/runs/{arm}.parquet",
-        qrels="results/{dataset}/qrels.parquet",
-        splits="results/{dataset}/splits.parquet",
+        run=rules.run_arm.output.run,
+        qrels=rules.ingest.output.qrels,
+        splits=rules.splits.output.splits,
     output:
         metrics="results/{dataset}/metrics/{arm}.parquet",
         summary="results/{dataset}/metrics/{arm}_summary.parquet",
@@ -158,9 +226,9 @@ rule evaluate_arm:
 
 rule retrieval_summary:
     input:
-        lambda wildcards: expand(
-            "results/{{dataset}}/metrics/{arm}_summary.parquet", arm=arms_for(wildcards.dataset)
-        ),
+        lambda wildcards: [
+            output_of("evaluate_arm", "summary", dataset=wildcards.dataset, arm=arm) for arm in arms_for(wildcards.dataset)
+        ],
     output:
         csv="results/{dataset}/metrics/summary.csv",
         markdown="results/{dataset}/metrics/summary.md",

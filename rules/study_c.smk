@@ -2,6 +2,51 @@
 # reservoir sample of papers, each strategy's run and answers with per-query cost, the Study C judge, then the
 # study's tables. ColBERT gets its own checkpoint (untrained_from only) and PLAID index rules.
 
+
+def study_c_targets(dataset):
+    """Study C's tables when `study_c` runs on this dataset."""
+    if config.get("study_c", {}).get("dataset") != dataset:
+        return []
+    return [output_of("study_c_tables", "report", dataset=dataset)]
+
+
+def study_c_colbert_inputs(wildcards):
+    """The corpus, plus the locally built checkpoint when ColBERT is `untrained_from` an encoder."""
+    inputs = {"units": output_of("ingest", "units", dataset=wildcards.dataset)}
+    if config["study_c"]["colbert"]["untrained_from"]:
+        inputs["checkpoint"] = output_of("study_c_colbert_checkpoint", "checkpoint")
+    return inputs
+
+
+def study_c_strategy_inputs(wildcards):
+    """Queries and corpus; the PLAID index (and built checkpoint) for colbert, the dense stage's files otherwise."""
+    dataset = wildcards.dataset
+    inputs = {"queries": output_of("study_c_queries", "queries", dataset=dataset),
+              "units": output_of("ingest", "units", dataset=dataset)}
+    if wildcards.strategy == "colbert":
+        inputs |= {key: path for key, path in study_c_colbert_inputs(wildcards).items() if key == "checkpoint"}
+        inputs["colbert_index"] = output_of("study_c_colbert_index", "index", dataset=dataset)
+    else:
+        inputs |= {"vectors": output_of("embed_units", "vectors", dataset=dataset),
+                   "index": output_of("index_dense", "index", dataset=dataset)}
+    return inputs
+
+
+def strategy_params(strategy):
+    """What one strategy's job reads of the config: its `study_c` settings, its templates, its retriever's model."""
+    colbert = strategy == "colbert"
+    return {
+        "settings": subset(config["study_c"], vocabulary.STRATEGY_SETTINGS[strategy]),
+        "prompts": prompt_overrides(vocabulary.STRATEGY_TEMPLATES[strategy]),
+        "colbert": config["study_c"]["colbert"] if colbert else None,
+        "embedder": None if colbert else config["models"]["embedder"],
+    }
+
+
+def study_c_outputs(rule, key, wildcards):
+    return [output_of(rule, key, dataset=wildcards.dataset, strategy=strategy) for strategy in config["study_c"]["strategies"]]
+
+
 if "study_c" in config:
 
     STUDY_C = config["study_c"]
@@ -11,8 +56,8 @@ if "study_c" in config:
 
     rule study_c_queries:
         input:
-            units="results/{dataset}/units.parquet",
-            report="results/{dataset}/ingest_report.json",
+            units=rules.ingest.output.units,
+            report=rules.ingest.output.report,
         output:
             queries="results/{dataset}/study_c/queries.parquet",
             report="results/{dataset}/study_c/queries_report.json",
@@ -20,9 +65,9 @@ if "study_c" in config:
             papers=STUDY_C["papers"],
             seed=STUDY_C["seed"],
             generator=config["models"]["generator"],
-            prompts=config["prompts"],
-            cache="results/cache/llm",
-            model_cache="results/cache/models",
+            prompts=prompt_overrides(vocabulary.SYNTHETIC_TEMPLATES),
+            cache=LLM_CACHE,
+            model_cache=MODEL_CACHE,
         threads: 2
         log:
             "results/logs/study_c_queries/{dataset}.log",
@@ -71,14 +116,14 @@ if "study_c" in config:
             run="results/{dataset}/study_c/runs/{strategy}.parquet",
             answers="results/{dataset}/study_c/answers/{strategy}.parquet",
         params:
-            settings=STUDY_C,
-            colbert=STUDY_C["colbert"],
-            embedder=config["models"]["embedder"],
+            settings=lambda wildcards: strategy_params(wildcards.strategy)["settings"],
+            colbert=lambda wildcards: strategy_params(wildcards.strategy)["colbert"],
+            embedder=lambda wildcards: strategy_params(wildcards.strategy)["embedder"],
             generator=config["models"]["generator"],
-            prompts=config["prompts"],
-            cache="results/cache/llm",
-            model_cache="results/cache/models",
-            embedding_cache="results/cache/embeddings",
+            prompts=lambda wildcards: strategy_params(wildcards.strategy)["prompts"],
+            cache=LLM_CACHE,
+            model_cache=MODEL_CACHE,
+            embedding_cache=EMBEDDING_CACHE,
         threads: 2
         log:
             "results/logs/study_c_strategy/{dataset}_{strategy}.log",
@@ -91,16 +136,16 @@ if "study_c" in config:
 
     rule study_c_judge:
         input:
-            queries="results/{dataset}/study_c/queries.parquet",
-            answers="results/{dataset}/study_c/answers/{strategy}.parquet",
+            queries=rules.study_c_queries.output.queries,
+            answers=rules.study_c_strategy.output.answers,
         output:
             judgments="results/{dataset}/study_c/judgments/{strategy}.parquet",
         params:
             judge=config["models"]["judge"],
             max_reasks=STUDY_C["judge_reasks"],
-            prompts=config["prompts"],
-            cache="results/cache/llm",
-            model_cache="results/cache/models",
+            prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
+            cache=LLM_CACHE,
+            model_cache=MODEL_CACHE,
         threads: 2
         log:
             "results/logs/study_c_judge/{dataset}_{strategy}.log",
@@ -113,10 +158,10 @@ if "study_c" in config:
 
     rule study_c_tables:
         input:
-            queries="results/{dataset}/study_c/queries.parquet",
-            runs=expand("results/{{dataset}}/study_c/runs/{strategy}.parquet", strategy=STUDY_C["strategies"]),
-            answers=expand("results/{{dataset}}/study_c/answers/{strategy}.parquet", strategy=STUDY_C["strategies"]),
-            judgments=expand("results/{{dataset}}/study_c/judgments/{strategy}.parquet", strategy=STUDY_C["strategies"]),
+            queries=rules.study_c_queries.output.queries,
+            runs=lambda wildcards: study_c_outputs("study_c_strategy", "run", wildcards),
+            answers=lambda wildcards: study_c_outputs("study_c_strategy", "answers", wildcards),
+            judgments=lambda wildcards: study_c_outputs("study_c_judge", "judgments", wildcards),
         output:
             quality="results/{dataset}/study_c/tables/quality.csv",
             retrieval="results/{dataset}/study_c/tables/retrieval.csv",

@@ -5,10 +5,10 @@ import pytest
 
 from workflow_scripts.core.contracts import LABELS, conform
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import is_retrieval_pair
 from workflow_scripts.routing.labels import (
     answer_correctness,
     arm_labels,
-    is_retrieval_pair,
     outcome_summary,
     retrieval_labels,
 )

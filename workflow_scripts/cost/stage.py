@@ -46,6 +46,7 @@ from workflow_scripts.core.contracts import (
     QUESTIONS,
     RANKING,
     REUSE_COSTS,
+    conform,
     read_table,
     write_table,
 )
@@ -303,12 +304,24 @@ def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.D
         (pl.col("token_equivalents") - pl.col("token_equivalents_off")).alias("token_equivalents"))
 
 
+def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The dataset's ledger plus the rows of the pair's own stages (its features job). The dataset ledger leaves
+    them out, so that adding a routing pair changes nothing another pair is priced from."""
+    if not sources:
+        return table
+    dataset = table["dataset"][0] if table.height else ""
+    rows = [stage_rows(source, table.select("qid").unique()).with_columns(pl.lit(dataset).alias("dataset")).select(COST_LEDGER.columns)
+            for source in sources]
+    return conform(pl.concat([table, *rows], how="vertical_relaxed"), COST_LEDGER)
+
+
 def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
-    """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, the arms,
-    costs.reuse, costs.prices and the rankings of its reranked arms ('<method>_<scope>' → file)."""
+    """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, its arms,
+    costs.reuse, costs.prices, the rankings of its reranked arms ('<method>_<scope>' → file) and the sources of
+    the pair's own stages (`pair_sources`, as the ledger's)."""
     pair, arms = settings["pair"], settings["arms"]
     plan = PairPlan(pair_name, pair, arms, settings["reuse"])
-    table = priced(pl.read_parquet(ledger), settings["prices"])
+    table = priced(with_pair_rows(pl.read_parquet(ledger), settings.get("pair_sources", ())), settings["prices"])
     pools = candidate_sets(arms, [pair["base"], pair["alternative"]], settings["rankings"])
     return plan, Costs(table, qids.unique(), pools)
 
@@ -388,8 +401,7 @@ def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], 
 def route_costs_rule(smk: Any) -> None:
     routed = pl.read_parquet(smk.input.routed)
     heldout = routed.filter(pl.col("split") == "heldout")
-    settings = {"pair": smk.params.pair, "arms": smk.params.arms, "reuse": smk.params.reuse,
-                "prices": smk.params.prices, "rankings": smk.params.rankings}
+    settings = {"pair": smk.params.pair, **smk.params.costing}
     plan, costs = measured_costs(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
     families = router_families(list(smk.input.frozen))
     policies = write_table(policy_costs(plan, costs, heldout, families), smk.output.policies, POLICY_COSTS)

@@ -86,9 +86,15 @@ def final_run(arm: Mapping[str, Any], pool: pl.DataFrame, rerank_scores: pl.Data
 
 
 def write_trec(run: pl.DataFrame, path: str | Path, tag: str) -> None:
-    """Write a run in TREC format (qid Q0 docid rank score tag), atomically."""
-    rows = run.select("qid", "unit_id", "rank", "score").iter_rows()
-    write_text_atomic("".join(f"{q} Q0 {u} {r} {s:.6f} {tag}\n" for q, u, r, s in rows), path)
+    """Write a run in TREC format (qid Q0 docid rank score tag), atomically, with a score column that encodes the
+    evaluated order: (rows of the query) − rank + 1, distinct and decreasing with rank.
+
+    trec_eval ignores the rank column and re-sorts by score (ties by docno, descending), so the model's scores —
+    tied, or equal once printed — would let it evaluate another order than `metrics/` did; with these scores
+    `trec_eval` on the file reproduces `metrics/summary.*`. The model's scores stay in the Parquet run."""
+    ordered = run.sort(["qid", "rank"]).with_columns((pl.len().over("qid") - pl.col("rank") + 1).alias("order_score"))
+    rows = ordered.select("qid", "unit_id", "rank", "order_score").iter_rows()
+    write_text_atomic("".join(f"{q} Q0 {u} {r} {s} {tag}\n" for q, u, r, s in rows), path)
 
 
 def main(smk: Any) -> None:

@@ -4,7 +4,7 @@ In:  Study A — two per-query metric tables of the `evaluate` stage (qid, measu
      measure to compare (default Success@10 = hit@10). Study B — one table (qid, correct_without, correct_with)
      of per-query correctness of the no-retrieval and the retrieval answer, built by `answer_correctness` from
      the questions' reference answers and two GENERATIONS tables (closed_book and the retrieval arm's answers)
-     with one deterministic scorer of `judges.py`: em (exact match), f1 (token F1 ≥ a threshold) or contains
+     with one deterministic scorer of `judging/metrics.py`: em (exact match), f1 (token F1 ≥ a threshold) or contains
      (a normalized reference appears in the answer), each 0/1 so that u ∈ {−1, 0, +1}.
 Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is what the query gets when the
      router does not fire (arm A / no retrieval) and "on" when it fires (arm B / retrieval); delta = on − off.
@@ -21,16 +21,8 @@ import polars as pl
 
 from workflow_scripts.core.contracts import ARM_OUTCOMES, RETRIEVAL_OUTCOMES
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.judging.judges import score_answers
-
-SCORERS = ("em", "f1", "contains")
-CLOSED_BOOK = "closed_book"
-
-
-def is_retrieval_pair(pair: dict) -> bool:
-    """A routing pair whose base is `closed_book` is Study B's retrieve-or-not decision (labels from answers);
-    any other pair switches between two arms (Study A; labels from per-query retrieval metrics)."""
-    return pair["base"] == CLOSED_BOOK
+from workflow_scripts.core.vocabulary import SCORERS
+from workflow_scripts.judging.metrics import score_answers
 
 
 def _outcome(vocabulary: tuple[str, str, str]) -> pl.Expr:

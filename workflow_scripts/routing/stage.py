@@ -48,13 +48,13 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import is_retrieval_pair
 from workflow_scripts.cost.stage import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
 from workflow_scripts.routing.labels import (
     answer_correctness,
     arm_labels,
-    is_retrieval_pair,
     outcome_summary,
     retrieval_labels,
 )
