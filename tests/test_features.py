@@ -14,7 +14,6 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.features import (
     combine,
-    family_features,
     keep_features,
     probe_features,
     query_features,
@@ -118,13 +117,8 @@ def test_uncertainty_and_probe_features():
     scores = conform(probe_features(probe), PROBE_FEATURES)
     assert scores.rows() == [("a", 12.0, 3.0, 8.0), ("b", 3.0, 0.0, 3.0)]
     full = combine([uncertainty, scores])
-    assert family_features("uncertainty", full.columns) == ["unc_entropy", "unc_min_prob", "unc_seq_logprob"]
-    assert family_features("full", full.columns) == ["unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1",
-                                                     "bm25_gap12", "bm25_mean_top5"]
-    with pytest.raises(InputError, match="none of its features"):
-        family_features("query_only", full.columns)
-    with pytest.raises(InputError, match="unknown"):
-        family_features("oracle", full.columns)
+    assert full.columns == ["qid", "unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1", "bm25_gap12",
+                            "bm25_mean_top5"]
     with pytest.raises(InputError, match="different queries"):
         combine([uncertainty, scores.head(1)])
 

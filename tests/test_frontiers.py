@@ -23,12 +23,12 @@ from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.frontiers import (
     audit_splits,
     calibration_audit,
+    check_budgets,
     conservative_cost,
-    conservative_threshold,
-    deployable_threshold,
     dkw_epsilon,
     frontier_table,
     grouped_split,
+    rule_thresholds,
 )
 
 CALIBRATION = pl.DataFrame({"qid": [f"c{i}" for i in range(10)], "score": np.arange(1.0, 11.0)})
@@ -66,10 +66,19 @@ def test_exact_frontier_shares_a_straddling_tie_block():
     assert exact["usage"] == 0.6 and exact["accuracy"] == pytest.approx((1 + 2 / 3) / 5)
 
 
+def deployable_at(scores, budget: float) -> float:
+    return float(rule_thresholds(np.sort(np.asarray(scores, dtype=float)), check_budgets([budget]))[0])
+
+
+def conservative_at(scores, budget: float, delta: float, heldout_n: int | None = None) -> float:
+    slack = dkw_epsilon(len(scores), delta, heldout_n)
+    return float(rule_thresholds(np.sort(np.asarray(scores, dtype=float)), check_budgets([budget]) - slack)[0])
+
+
 def test_ties_never_push_calibration_usage_over_the_budget():
     scores = [1.0, 1.0, 1.0, 1.0, 2.0]
-    assert deployable_threshold(scores, 0.5) == 1.0  # k = 3; only the 2.0 is above: usage 0.2 ≤ 0.5
-    assert deployable_threshold(np.arange(100.0), 0.7) == 29.0  # exactly 70 of 100 above (no rounding slip)
+    assert deployable_at(scores, 0.5) == 1.0  # k = 3; only the 2.0 is above: usage 0.2 ≤ 0.5
+    assert deployable_at(np.arange(100.0), 0.7) == 29.0  # exactly 70 of 100 above (no rounding slip)
 
 
 def test_budgets_outside_the_unit_interval_are_named():
@@ -77,7 +86,7 @@ def test_budgets_outside_the_unit_interval_are_named():
         with pytest.raises(InputError, match=f"budget {budget} is outside"):
             frontier_table(CALIBRATION, HELDOUT, [0.5, budget])
     with pytest.raises(InputError, match="delta"):
-        conservative_threshold([1.0, 2.0], 0.5, delta=0.7)
+        conservative_at([1.0, 2.0], 0.5, delta=0.7)
 
 
 def _violations(draw, n_cal: int, m: int, budget: float, delta: float, splits: int, seed: int,
@@ -86,8 +95,8 @@ def _violations(draw, n_cal: int, m: int, budget: float, delta: float, splits: i
     (standard-normal draws only), over `splits` simulated calibration / held-out pairs."""
     rng = np.random.default_rng(seed)
     calibration, heldout = draw(rng, (splits, n_cal)), draw(rng, (splits, m))
-    nominal = np.array([deployable_threshold(row, budget) for row in calibration])
-    strict = np.array([conservative_threshold(row, budget, delta, heldout_n)[0] for row in calibration])
+    nominal = np.array([deployable_at(row, budget) for row in calibration])
+    strict = np.array([conservative_at(row, budget, delta, heldout_n) for row in calibration])
     limit = budget * m + 1e-9
     deployable = ((heldout > nominal[:, None]).sum(axis=1) > limit).mean()
     conservative = ((heldout > strict[:, None]).sum(axis=1) > limit).mean()

@@ -28,12 +28,11 @@ verb (is, are, was, does, can, …), else "other"; capitalized tokens exclude th
 """
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
 from workflow_scripts.core.contracts import (
-    FEATURE_FAMILY,
     KEEP_FEATURE_NAMES,
     PROBE_FEATURE_NAMES,
     QUERY_FEATURE_NAMES,
@@ -50,18 +49,6 @@ WH_WORDS = {"what": "what", "which": "which", "who": "who", "whom": "who", "whos
 AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "will", "would",
                          "should", "shall", "may", "might", "must", "has", "have", "had"})
 TOKEN = re.compile(r"\w+")
-
-
-def family_features(family: str, available: Iterable[str]) -> list[str]:
-    """The features of `family` ("full" = every known feature) among `available`, in catalogue order."""
-    if family != "full" and family not in FAMILIES:
-        raise InputError(f"feature family '{family}' is unknown; use one of {list(FAMILIES) + ['full']}")
-    available = set(available)
-    chosen = [name for name, owner in FEATURE_FAMILY.items()
-              if name in available and (family == "full" or owner == family)]
-    if not chosen:
-        raise InputError(f"feature family '{family}': none of its features is in the table ({sorted(available)})")
-    return chosen
 
 
 def _require(table: pl.DataFrame, columns: Sequence[str], what: str) -> None:

@@ -73,26 +73,13 @@ def dkw_epsilon(n_calibration: int, delta: float, heldout_n: int | None = None) 
     return math.sqrt(half / (2.0 * n_calibration)) + math.sqrt(half / (2.0 * heldout_n))
 
 
-def _thresholds(sorted_calibration: np.ndarray, usage: np.ndarray) -> np.ndarray:
-    """t = s_(k), k = ⌈n(1 − usage)⌉, per target usage; +inf where the target usage is ≤ 0."""
+def rule_thresholds(sorted_calibration: np.ndarray, usage: np.ndarray) -> np.ndarray:
+    """The deployable rule's thresholds at target usages (the conservative rule's at budgets − ε):
+    t = s_(k), k = ⌈n(1 − usage)⌉ over the sorted calibration scores; +inf where the target usage is ≤ 0."""
     n = sorted_calibration.size
     k = np.ceil(n * (1.0 - usage) - ROUNDING).astype(int)
     positive = usage > 0
     return np.where(positive, sorted_calibration[np.clip(k, 1, n) - 1], np.inf)
-
-
-def deployable_threshold(calibration_scores: Any, budget: float) -> float:
-    """The nominal threshold: the (1 − ρ) inverted-CDF quantile of the calibration scores."""
-    scores = np.sort(_scores(calibration_scores, "deployable threshold"))
-    return float(_thresholds(scores, check_budgets([budget]))[0])
-
-
-def conservative_threshold(calibration_scores: Any, budget: float, delta: float,
-                           heldout_n: int | None = None) -> tuple[float, float]:
-    """(threshold, ε): the nominal rule at target ρ − ε; +inf (retrieve nothing) when ρ − ε ≤ 0."""
-    scores = np.sort(_scores(calibration_scores, "conservative threshold"))
-    epsilon = dkw_epsilon(scores.size, delta, heldout_n)
-    return float(_thresholds(scores, check_budgets([budget]) - epsilon)[0]), epsilon
 
 
 class _Heldout:
@@ -152,7 +139,7 @@ def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Se
     rows = [{"frontier": "exact", "budget": grid, "threshold": np.full(grid.size, np.nan), "epsilon": 0.0,
              "calibration_usage": np.full(grid.size, np.nan), "usage": slots / held.n, "accuracy": exact_accuracy}]
     for rule, slack in (("deployable", 0.0), ("conservative", epsilon)):
-        thresholds = _thresholds(sorted_calibration, grid - slack)
+        thresholds = rule_thresholds(sorted_calibration, grid - slack)
         triggered = held.triggered(thresholds)
         calibration_triggered = n_cal - np.searchsorted(sorted_calibration, thresholds, side="right")
         rows.append({"frontier": rule, "budget": grid, "threshold": thresholds, "epsilon": slack,
@@ -221,7 +208,7 @@ def audit_splits(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFram
                                             for c in ("metric_on", "metric_off")))
             epsilon = dkw_epsilon(sorted_calibration.size, delta, held.n if heldout_slack else None)
             for rule, slack in (("deployable", 0.0), ("conservative", epsilon)):
-                thresholds = _thresholds(sorted_calibration, grid - slack)
+                thresholds = rule_thresholds(sorted_calibration, grid - slack)
                 triggered = held.triggered(thresholds)
                 frames.append(pl.DataFrame({
                     "split": split, "router": router, "budget": grid, "rule": rule, "threshold": thresholds,
