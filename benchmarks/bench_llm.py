@@ -38,7 +38,8 @@ sys.path.insert(0, str(PROJECT))
 
 from workflow_scripts.ingest.adapters.hotpotqa import load_hotpotqa
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.backends import WEIGHTS_LOADED
+from workflow_scripts.llm.rendering import load_templates
 
 SHARED_DATA = PROJECT.parent / "shared" / "data"
 PROMPTS = 64
@@ -61,7 +62,7 @@ def rag_requests(data: Path) -> list[llm.Request]:
     ingested = load_hotpotqa({"path": str(data / "hotpotqa" / "hotpot_dev_distractor_100.json")}, "hotpotqa")
     units = ingested.units.sort(["group_id", "position"])
     paragraphs = {group: texts for group, texts in units.group_by("group_id").agg("text").iter_rows()}
-    template = prompts.load_templates()["answer_rag"]
+    template = load_templates()["answer_rag"]
     questions = ingested.questions.sort("qid").head(PROMPTS)
     return [
         llm.Request(qid, template, {"question": text}, tuple(paragraphs[qid][:EVIDENCE]))
@@ -155,7 +156,7 @@ def stage_rerun() -> dict:
         return {
             "first": first, "rerun": job_seconds(work),
             "summary": next(line for line in reversed(log.splitlines()) if "requests," in line),
-            "weights_loaded": llm.WEIGHTS_LOADED in log,
+            "weights_loaded": WEIGHTS_LOADED in log,
         }
 
 

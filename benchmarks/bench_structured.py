@@ -32,7 +32,9 @@ from workflow_scripts.core import models
 from workflow_scripts.ingest.adapters.hotpotqa import load_hotpotqa
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.parsing import parse_json
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import JUDGE_A_REPLY
 
 TIME_TARGET = 1.25
 VALID_TARGET = 1.0
@@ -44,7 +46,7 @@ def judge_requests(data: Path) -> list[llm.Request]:
     ingested = load_hotpotqa({"path": str(data / "hotpotqa" / "hotpot_dev_distractor_100.json")}, "hotpotqa")
     units = ingested.units.sort(["group_id", "position"])
     paragraphs = {group: texts for group, texts in units.group_by("group_id").agg("text").iter_rows()}
-    template = prompts.load_templates()["judge_study_a"]
+    template = load_templates()["judge_study_a"]
     questions = ingested.questions.sort("qid").head(PROMPTS + 1).rows(named=True)
     requests = []
     for at, question in enumerate(questions[:PROMPTS]):
@@ -59,7 +61,7 @@ def usable(table) -> tuple[int, int]:
     """(replies a judge accepts as strict JSON, replies accepted only after repair)."""
     strict = repaired = 0
     for row in table.iter_rows(named=True):
-        reply = prompts.parse_json(row["text"], dict)
+        reply = parse_json(row["text"], dict)
         if reply.value is not None and judges.validate_study_a(reply.value)[0] is not None:
             repaired += reply.repaired
             strict += not reply.repaired
@@ -71,7 +73,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=4)
     args = parser.parse_args()
     model_cache = PROJECT / "results" / "cache" / "models"
-    budget = prompts.JUDGE_A_REPLY.token_budget
+    budget = JUDGE_A_REPLY.token_budget
     spec = {**DEFAULT_ENGINE, "sampling": {"max_new_tokens": budget}}
     engines = {side: llm.load_engine({**spec, "structured_outputs": side == "constrained"}, model_cache, "bench")
                for side in SIDES}

@@ -9,9 +9,10 @@ import pytest
 from llm_fakes import WordTokenBackend
 
 from workflow_scripts.core.contracts import STUDY_C_METRICS
-from workflow_scripts.judging import judges
+from workflow_scripts.judging import judges, metrics
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import JUDGE_C_REPLY
 
 
 def test_study_c_validation():
@@ -75,7 +76,7 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     answers = ["strict", "fenced", "refusal", "garbage-then-good", "out-of-range", "server-down"]
     items = pl.DataFrame({"item_id": [f"q{i}|classic" for i in range(6)], "question": ["Why?"] * 6, "answer": answers})
     with caplog.at_level("INFO"):
-        table = judges.judge(judges.STUDY_C, items, engine, tmp_path, prompts.load_templates(), max_reasks=2)
+        table = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
     rows = {row["answer"]: row for row in items.join(table, on="item_id").iter_rows(named=True)}
     assert [rows[a]["status"] for a in answers] == ["ok", "ok", "ok", "ok", "parse_failed", "error"]
     assert [rows[a]["attempts"] for a in answers] == [1, 1, 1, 2, 3, 1]
@@ -93,7 +94,7 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     assert len(reasks) == 2 and reasks[1].count("outside 1–5") == 2, "each re-ask adds the reply and the reason"
 
     backend.prompts.clear()
-    again = judges.judge(judges.STUDY_C, items, engine, tmp_path, prompts.load_templates(), max_reasks=2)
+    again = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
     assert len(backend.prompts) == 1, "only the errored call is made again; the rest come from the cache"
     assert again.drop("reply").equals(table.drop("reply"))
 
@@ -111,7 +112,7 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
         "item_id": ["q1|keep"], "question": ["Which dataset?"], "answer": ["The evidence is insufficient."],
         "references": [["SQuAD", "SQuAD 1.1"]], "evidence": [["We train on SQuAD.", "Results in Table 2."]],
     })
-    table = judges.judge(judges.STUDY_A, items, engine, tmp_path, prompts.load_templates())
+    table = judges.judge(judges.STUDY_A, items, engine, tmp_path, load_templates())
     assert table.row(0, named=True) | {"reply": None} == {
         "item_id": "q1|keep", "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": True,
         "correctness": 0, "faithfulness": None, "reply": None, "failure": None, "judge_model": "grader",
@@ -123,15 +124,15 @@ def test_a_constrained_reply_cut_by_its_budget_is_length_and_never_reasked(tmp_p
     class Cut(ScriptedJudge):
         def complete(self, batch, sampling):
             self.prompts.extend(prompt.text for prompt in batch)
-            assert all(prompt.constraint is prompts.JUDGE_C_REPLY for prompt in batch)
-            assert sampling.max_new_tokens == prompts.JUDGE_C_REPLY.token_budget and sampling.stop == ()
+            assert all(prompt.constraint is JUDGE_C_REPLY for prompt in batch)
+            assert sampling.max_new_tokens == JUDGE_C_REPLY.token_budget and sampling.stop == ()
             return [llm.Outcome(text='{"is_answer": true, "accu', finish_reason="length", completion_tokens=9)
                     for _ in batch]
 
     backend = Cut()
     engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "judge"}), backend)
     items = pl.DataFrame({"item_id": ["q1|classic"], "question": ["Why?"], "answer": ["Because."]})
-    table = judges.judge(judges.STUDY_C, items, engine, tmp_path, prompts.load_templates(), max_reasks=2)
+    table = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
     row = table.row(0, named=True)
     assert (row["status"], row["obtained"], row["attempts"]) == ("length", "length", 1)
     assert row["failure"] == "the reply was cut at 9 tokens" and len(backend.prompts) == 1
@@ -139,18 +140,18 @@ def test_a_constrained_reply_cut_by_its_budget_is_length_and_never_reasked(tmp_p
 
 
 def test_answer_normalization_and_scores():
-    assert judges.normalize_answer("  The Eiffel-Tower, in Paris!  ") == "eiffeltower in paris"
-    assert judges.normalize_answer("An apple a day") == "apple day"
-    assert judges.exact_match("the Eiffel Tower", ["Tower of Pisa", "Eiffel Tower"]) == 1.0
-    assert judges.exact_match("Eiffel", ["Eiffel Tower"]) == 0.0
+    assert metrics.normalize_answer("  The Eiffel-Tower, in Paris!  ") == "eiffeltower in paris"
+    assert metrics.normalize_answer("An apple a day") == "apple day"
+    assert metrics.exact_match("the Eiffel Tower", ["Tower of Pisa", "Eiffel Tower"]) == 1.0
+    assert metrics.exact_match("Eiffel", ["Eiffel Tower"]) == 0.0
     # prediction tokens: barack obama was president (4); reference: obama (1) → P = 1/4, R = 1, F1 = 0.4
-    assert math.isclose(judges.token_f1("Barack Obama was president", ["Obama"]), 0.4)
-    assert math.isclose(judges.token_f1("Barack Obama was president", ["Obama", "Barack Obama"]), 2 / 3)
-    assert judges.token_f1("yes it is", ["yes"]) == 0.0, "HotpotQA: yes/no/noanswer must match exactly"
-    assert judges.exact_match("No.", ["no"]) == 1.0
-    assert judges.contains_answer("He was born in 1990 in Paris.", ["paris", "London"])
-    assert not judges.contains_answer("In 19901.", ["1990"])
-    table = judges.score_answers(["Paris", "the city of Paris"], [["Paris"], ["Paris", "Lyon"]])
+    assert math.isclose(metrics.token_f1("Barack Obama was president", ["Obama"]), 0.4)
+    assert math.isclose(metrics.token_f1("Barack Obama was president", ["Obama", "Barack Obama"]), 2 / 3)
+    assert metrics.token_f1("yes it is", ["yes"]) == 0.0, "HotpotQA: yes/no/noanswer must match exactly"
+    assert metrics.exact_match("No.", ["no"]) == 1.0
+    assert metrics.contains_answer("He was born in 1990 in Paris.", ["paris", "London"])
+    assert not metrics.contains_answer("In 19901.", ["1990"])
+    table = metrics.score_answers(["Paris", "the city of Paris"], [["Paris"], ["Paris", "Lyon"]])
     assert table.to_dict(as_series=False) == {"em": [1.0, 0.0], "f1": [1.0, 0.5], "contains": [True, True]}
     with pytest.raises(ValueError, match="no reference answers"):
-        judges.score_answers(["x"], [[]])
+        metrics.score_answers(["x"], [[]])

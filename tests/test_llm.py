@@ -18,10 +18,13 @@ import pytest
 from workflow_scripts.core.cache import read_cache
 from workflow_scripts.core.contracts import LLM_CACHE
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.models import causal_lm_folder
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.backends import vllm as vllm_backend
+from workflow_scripts.llm.backends.openai import OpenAIBackend
+from workflow_scripts.llm.rendering import load_templates, render
 
-TEMPLATES = prompts.load_templates()
+TEMPLATES = load_templates()
 
 
 def _request(request_id: str, question: str, evidence: tuple[str, ...] = (), template: str = "answer_rag") -> llm.Request:
@@ -70,13 +73,13 @@ def test_engine_config_is_validated():
     config = llm.engine_config({"backend": "openai", "model": "m", "base_url": "http://h/v1",
                                 "sampling": {"temperature": 0.2, "stop": ["\n\n"]}})
     assert config.sampling == llm.Sampling(temperature=0.2, stop=("\n\n",)) and config.max_prompt_tokens == 2048
-    with pytest.raises(InputError, match=r"models.generator: unknown keys \['batchsize'\]"):
+    with pytest.raises(InputError, match=r"models.generator: unknown key\(s\) \['batchsize'\]"):
         llm.engine_config({"backend": "transformers", "model": "m", "batchsize": 4})
-    with pytest.raises(InputError, match="'gguf' is unknown"):
+    with pytest.raises(InputError, match="backend = 'gguf' is not allowed"):
         llm.engine_config({"backend": "gguf", "model": "m"})
     with pytest.raises(InputError, match="base_url is required"):
         llm.engine_config({"backend": "openai", "model": "m"})
-    with pytest.raises(InputError, match=r"sampling: unknown keys \['top_k'\]"):
+    with pytest.raises(InputError, match=r"sampling: unknown key\(s\) \['top_k'\]"):
         llm.engine_config({"backend": "transformers", "model": "m", "sampling": {"top_k": 5}})
     with pytest.raises(InputError, match="top_p"):
         llm.sampling_from({"top_p": 0})
@@ -125,7 +128,7 @@ def test_a_changed_template_invalidates_only_its_entries(tmp_path):
     engine = _engine(backend)
     both = [_request("a1", "Q1", ("d",)), _request("a2", "Q2", ("d",)), _request("r1", "Q1", template="rephrase")]
     llm.generate(both, engine, tmp_path)
-    changed = prompts.load_templates({"answer_rag": {"messages": [
+    changed = load_templates({"answer_rag": {"messages": [
         {"role": "system", "content": "Answer briefly from the papers."},
         {"role": "user", "content": "Papers:\n{evidence}\n\nQuestion: {question}"},
     ]}})
@@ -151,7 +154,7 @@ def test_errors_are_recorded_never_cached_and_retried(tmp_path, caplog):
     assert read_cache(tmp_path, first["key"].to_list(), LLM_CACHE).height == 1
     second = llm.generate(requests, _engine(backend), tmp_path)
     assert second["source"].to_list() == ["cache", "generated"] and backend.batches[-1] == [backend.render(
-        prompts.render(TEMPLATES["answer_rag"], {"question": "Q2"}))]
+        render(TEMPLATES["answer_rag"], {"question": "Q2"}))]
 
 
 def test_context_policy_cuts_evidence_never_the_question():
@@ -233,7 +236,7 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
     spec = {"backend": "openai", "model": "llama3.1:8b", "base_url": server, "api_key_env": "RAGFRONTIER_TEST_KEY",
             "timeout_s": 0.2, "max_retries": 2, "backoff_s": 0.01, "top_logprobs": 2, "concurrency": 2}
     config = llm.engine_config(spec)
-    engine = llm.Engine(config, llm.OpenAIBackend(config))
+    engine = llm.Engine(config, OpenAIBackend(config))
     requests = [_request(name, f"{name} question") for name in ("ok", "plain", "flaky", "slow", "bad")]
     with caplog.at_level("INFO"):
         table = llm.generate(requests, engine, tmp_path, {"max_new_tokens": 32, "stop": ["\n\n"]})
@@ -267,10 +270,10 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
 def test_openai_backend_needs_its_key_variable_and_reads_a_refused_connection(monkeypatch, tmp_path):
     monkeypatch.delenv("RAGFRONTIER_MISSING_KEY", raising=False)
     spec = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "backoff_s": 0.01}
-    with pytest.raises(InputError, match="RAGFRONTIER_MISSING_KEY, which is not set"):
-        llm.OpenAIBackend(llm.engine_config({**spec, "api_key_env": "RAGFRONTIER_MISSING_KEY"}))
+    with pytest.raises(InputError, match="'RAGFRONTIER_MISSING_KEY' is not set"):
+        OpenAIBackend(llm.engine_config({**spec, "api_key_env": "RAGFRONTIER_MISSING_KEY"}))
     config = llm.engine_config(spec)
-    table = llm.generate([_request("a", "Q")], llm.Engine(config, llm.OpenAIBackend(config)), tmp_path)
+    table = llm.generate([_request("a", "Q")], llm.Engine(config, OpenAIBackend(config)), tmp_path)
     assert table["status"][0] == "error" and table["error"][0].startswith("ConnectionError")
 
 
@@ -336,10 +339,10 @@ def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconf
     requests = [_request("a", "Short?"), _request("b", "A much longer question " * 3, ("some evidence",))]
     table = llm.generate(requests, engine, tmp_path / "cache", {"temperature": 0.5, "max_new_tokens": 8})
     (_, init), (_, generated) = _recorded(record)
-    folder = str(llm.models.causal_lm_folder(SMOLLM2["model"], models)[0])
+    folder = str(causal_lm_folder(SMOLLM2["model"], models)[0])
     assert init == {"model": folder, "seed": 0, "structured_outputs_config": {"backend": "xgrammar",
                     "disable_any_whitespace": True}, "enforce_eager": True, "dtype": "float32", "max_model_len": 4096}
-    rendered = engine.backend.render(prompts.render(TEMPLATES["answer_rag"], {"question": "Short?"}))
+    rendered = engine.backend.render(render(TEMPLATES["answer_rag"], {"question": "Short?"}))
     assert generated[0]["ids"] == engine.backend.chat.encode(rendered), "prompt ids from the model's chat template"
     assert generated[0]["params"] == {"n": 1, "temperature": 0.5, "top_p": 1.0, "max_tokens": 8, "seed": 0,
                                       "stop": [], "logprobs": 3}
@@ -353,7 +356,7 @@ def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconf
     failed = llm.generate(requests[:1], engine, tmp_path / "other", {"max_new_tokens": 13})
     assert failed["status"][0] == "error" and failed["error"][0] == "vllm: ValueError: max_tokens 13 is unlucky"
     assert engine.backend.environment["VLLM_CPU_KVCACHE_SPACE"] == "2"
-    assert engine.backend.environment["VLLM_CPU_OMP_THREADS_BIND"] == llm._cpu_list()
+    assert engine.backend.environment["VLLM_CPU_OMP_THREADS_BIND"] == vllm_backend._cpu_list()
     engine.backend.close()
     assert engine.backend.worker.returncode == 0
 
@@ -367,7 +370,7 @@ def test_vllm_bad_setups_are_one_clear_error_each(fake_vllm, pytestconfig, tmp_p
         llm.load_engine({**spec, "model": str(tmp_path)}, models)
     with pytest.raises(InputError, match=r"vllm.python: /no/python is not an executable"):
         llm.load_engine({**spec, "vllm": {"python": "/no/python"}}, models)
-    monkeypatch.setattr(llm, "VLLM_ENV", tmp_path / "no-env")
+    monkeypatch.setattr(vllm_backend, "VLLM_ENV", tmp_path / "no-env")
     with pytest.raises(InputError, match=r"run `./setup.sh --vllm`.*envs/gpu.yaml"):
         llm.load_engine({**spec, "vllm": {}}, models)
     (tmp_path / "fake" / "vllm" / "__init__.py").write_text("raise RuntimeError('ValueError: unknown architecture')")
@@ -445,7 +448,7 @@ def _cache_hit_imports_torch(pytestconfig, cache) -> bool:
 
 
 def test_dtype_is_checked_and_cached_apart(smollm2, tmp_path, pytestconfig):
-    with pytest.raises(InputError, match=r"models.generator.dtype: 'int8' is unknown"):
+    with pytest.raises(InputError, match=r"models.generator.dtype = 'int8' is not allowed"):
         llm.engine_config({**SMOLLM2, "dtype": "int8"})
     with pytest.raises(InputError, match=r"transformers backend; for vllm set models.generator.vllm.dtype"):
         llm.engine_config({"backend": "vllm", "model": "m", "dtype": "bfloat16"})

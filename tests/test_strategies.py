@@ -8,11 +8,12 @@ from llm_fakes import WordTokenBackend
 
 from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, conform
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import DEFAULTS
 from workflow_scripts.study_c import strategies
 
-TEMPLATES = prompts.load_templates()
-SYSTEMS = {template.messages[0][1].replace("{{", "{").replace("}}", "}"): name for name, template in prompts.DEFAULTS.items() if template.messages[0][0] == "system"}
+TEMPLATES = load_templates()
+SYSTEMS = {template.messages[0][1].replace("{{", "{").replace("}}", "}"): name for name, template in DEFAULTS.items() if template.messages[0][0] == "system"}
 SETTINGS = {
     "top_k": 3, "rerank_candidates": 10, "rerank_chars": 600,
     "fusion": {"subqueries": 3, "hits": 5, "rrf_k": 60},

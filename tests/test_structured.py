@@ -13,13 +13,23 @@ from typing import ClassVar
 
 import pytest
 
+from workflow_scripts.core.contracts import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.llm import constraints, prompts
+from workflow_scripts.llm import constraints
 from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.backends.openai import OpenAIBackend
 from workflow_scripts.llm.constraints import Constraint
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import (
+    JUDGE_A_REPLY,
+    JUDGE_C_REPLY,
+    TOOL_CALL_REPLY,
+    ranking_reply,
+    subqueries_reply,
+)
 from workflow_scripts.retrieval import rerank
 
-TEMPLATES = prompts.load_templates()
+TEMPLATES = load_templates()
 SMOLLM2 = {"backend": "transformers", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "batch_size": 4,
            "max_prompt_tokens": 512, "sampling": {"max_new_tokens": 16}}
 ABSTRACT = ("We present a nearly linear time algorithm for solving linear systems in graph Laplacians, using "
@@ -66,7 +76,7 @@ def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_
     replies = {row["request_id"]: json.loads(row["text"]) for row in table.iter_rows(named=True)}
     assert sorted(replies["rerank"]) == list(range(1, 11)), "a permutation: each candidate exactly once"
     assert len(replies["subqueries"]) == 3 and set(replies["tool"]) in ({"search"}, {"answer"})
-    assert set(replies["judge_c"]) == {"is_answer", *prompts.STUDY_C_METRICS}
+    assert set(replies["judge_c"]) == {"is_answer", *STUDY_C_METRICS}
     assert len(smollm2.backend.grammars.compiled) == len(STEPS), "one grammar per (tokenizer, constraint)"
     again = llm.generate(STEPS, smollm2, tmp_path)
     assert set(again["source"]) == {"cache"} and again["text"].to_list() == table["text"].to_list()
@@ -75,10 +85,10 @@ def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_
 def test_grammars_are_compiled_once_and_reused_across_batches(smollm2, tmp_path):
     judged = [_request(f"j{index}", "judge_study_c", {"question": f"Question {index}?", "answer": f"Answer {index}."})
               for index in range(6)]  # two batches of batch_size 4
-    compiled = smollm2.backend.grammars.compile(prompts.JUDGE_C_REPLY)
+    compiled = smollm2.backend.grammars.compile(JUDGE_C_REPLY)
     table = llm.generate(judged, smollm2, tmp_path)
-    assert smollm2.backend.grammars.compile(prompts.JUDGE_C_REPLY) is compiled
-    assert all(prompts.JUDGE_C_REPLY.check(json.loads(text)) is None for text in table["text"])
+    assert smollm2.backend.grammars.compile(JUDGE_C_REPLY) is compiled
+    assert all(JUDGE_C_REPLY.check(json.loads(text)) is None for text in table["text"])
 
 
 def test_pointwise_score_is_the_choice_constrained_distribution(smollm2, pytestconfig):
@@ -107,11 +117,11 @@ def test_the_permutation_grammar_is_exact(smollm2):
         matcher = xgrammar.GrammarMatcher(grammars.compile(constraint))
         return matcher.accept_string(text) and matcher.accept_token(smollm2.backend.chat.eos_token_id)
 
-    ranking = prompts.ranking_reply(4)
+    ranking = ranking_reply(4)
     assert accepts(ranking, "[3, 1, 4, 2]") and not accepts(ranking, "[3, 1, 3, 2]")
     assert not accepts(ranking, "[3, 1, 4]") and not accepts(ranking, "[3, 1, 5, 2]")
-    assert prompts.ranking_reply(10).grammar is not None and prompts.ranking_reply(13).grammar is None
-    assert prompts.ranking_reply(13).check([1] * 13) == "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] has non-unique elements"
+    assert ranking_reply(10).grammar is not None and ranking_reply(13).grammar is None
+    assert ranking_reply(13).check([1] * 13) == "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] has non-unique elements"
 
 
 def test_a_constraint_that_cannot_be_compiled_names_its_template(smollm2):
@@ -141,14 +151,14 @@ def test_the_constraint_is_part_of_the_cache_key_and_off_means_free_text():
     backend = types.SimpleNamespace(name="transformers", fingerprint="f")
     sampling = llm.Sampling(max_new_tokens=40)
     free = llm.request_key(backend, sampling, 5, "prompt")
-    constrained = llm.request_key(backend, llm.constrained_sampling(sampling, prompts.JUDGE_C_REPLY), 5, "prompt",
-                                  prompts.JUDGE_C_REPLY)
+    constrained = llm.request_key(backend, llm.constrained_sampling(sampling, JUDGE_C_REPLY), 5, "prompt",
+                                  JUDGE_C_REPLY)
     assert free != constrained
     assert llm.constrained_sampling(sampling, None) == sampling
-    assert llm.constrained_sampling(llm.Sampling(stop=("\n",)), prompts.JUDGE_A_REPLY) == llm.Sampling(
-        max_new_tokens=prompts.JUDGE_A_REPLY.token_budget)
-    assert prompts.subqueries_reply(3) is prompts.subqueries_reply(3) and prompts.subqueries_reply(3).key != \
-        prompts.subqueries_reply(4).key
+    assert llm.constrained_sampling(llm.Sampling(stop=("\n",)), JUDGE_A_REPLY) == llm.Sampling(
+        max_new_tokens=JUDGE_A_REPLY.token_budget)
+    assert subqueries_reply(3) is subqueries_reply(3) and subqueries_reply(3).key != \
+        subqueries_reply(4).key
 
 
 def test_a_budget_beyond_the_context_is_an_error_naming_the_template(tmp_path):
@@ -164,12 +174,12 @@ def test_a_budget_beyond_the_context_is_an_error_naming_the_template(tmp_path):
 def test_an_override_that_no_longer_asks_for_the_schema_fields_warns(caplog):
     messages = [{"role": "user", "content": "Grade {answer} to {question}. Reply with JSON: is_answer, overall."}]
     with caplog.at_level(logging.WARNING):
-        templates = prompts.load_templates({"judge_study_c": {"messages": messages}})
+        templates = load_templates({"judge_study_c": {"messages": messages}})
     assert "prompts.judge_study_c: the messages never mention ['accuracy', 'clarity', 'completeness'," in caplog.text
-    assert templates["judge_study_c"].constraint({}) is prompts.JUDGE_C_REPLY, "an override keeps its constraint"
+    assert templates["judge_study_c"].constraint({}) is JUDGE_C_REPLY, "an override keeps its constraint"
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        prompts.load_templates({"subqueries": {"messages": [{"role": "user", "content": "{n} queries for {question}"}]}})
+        load_templates({"subqueries": {"messages": [{"role": "user", "content": "{n} queries for {question}"}]}})
     assert caplog.text == ""
 
 
@@ -183,10 +193,10 @@ def test_vllm_gets_structured_outputs_params_per_request(pytestconfig):
     settings = llm.sampling_from({}, llm.engine_config(spec).sampling)
     free = backend.sampling_params(settings)
     assert free["structured"] is None and free["stop"] == ["\n"] and free["max_tokens"] == 8
-    tool = backend.sampling_params(settings, prompts.TOOL_CALL_REPLY)
-    assert tool["structured"] == {"json": prompts.TOOL_CALL_REPLY.schema_json} and tool["stop"] == []
-    assert tool["max_tokens"] == prompts.TOOL_CALL_REPLY.token_budget
-    ranking = backend.sampling_params(settings, prompts.ranking_reply(4))
+    tool = backend.sampling_params(settings, TOOL_CALL_REPLY)
+    assert tool["structured"] == {"json": TOOL_CALL_REPLY.schema_json} and tool["stop"] == []
+    assert tool["max_tokens"] == TOOL_CALL_REPLY.token_budget
+    ranking = backend.sampling_params(settings, ranking_reply(4))
     assert ranking["structured"] == {"grammar": constraints.permutation_grammar(4)}
     assert backend.llm_kwargs["structured_outputs_config"] == {"backend": "xgrammar", "disable_any_whitespace": True}
     assert "worker" not in vars(backend), "building requests starts no engine"
@@ -234,15 +244,15 @@ def schema_server():
 def _openai(base_url: str, **spec) -> llm.Engine:
     config = llm.engine_config({"backend": "openai", "model": "served", "base_url": base_url, "max_retries": 0,
                                 "top_logprobs": 0, **spec}, "models.judge")
-    return llm.Engine(config, llm.OpenAIBackend(config, "models.judge"))
+    return llm.Engine(config, OpenAIBackend(config, "models.judge"))
 
 
 def test_openai_sends_the_schema_as_response_format(schema_server, tmp_path):
     table = llm.generate([STEPS[5]], _openai(schema_server), tmp_path)
     body = SchemaServer.bodies[-1]
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "tool_call", "schema": prompts.TOOL_CALL_REPLY.schema, "strict": True}}
-    assert body["max_tokens"] == prompts.TOOL_CALL_REPLY.token_budget and "stop" not in body
+        "name": "tool_call", "schema": TOOL_CALL_REPLY.schema, "strict": True}}
+    assert body["max_tokens"] == TOOL_CALL_REPLY.token_budget and "stop" not in body
     assert table["constrained"][0] and json.loads(table["text"][0]) == {"search": "graph laplacian solvers"}
 
 

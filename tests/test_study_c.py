@@ -24,7 +24,7 @@ from workflow_scripts.core.contracts import (
     frame,
     read_table,
 )
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.templates import DEFAULTS
 from workflow_scripts.study_c import tables as study_c
 
 QUERIES = frame([
@@ -124,7 +124,7 @@ def test_gold_hit_vs_miss_gap_and_cost():
 # ---- the whole DAG ------------------------------------------------------------------------------------------
 
 SYSTEMS = {template.messages[0][1].replace("{{", "{").replace("}}", "}"): name
-           for name, template in prompts.DEFAULTS.items() if template.messages[0][0] == "system"}
+           for name, template in DEFAULTS.items() if template.messages[0][0] == "system"}
 
 
 def scripted_reply(messages: list[dict]) -> str:

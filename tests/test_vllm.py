@@ -9,15 +9,17 @@ import math
 import pytest
 
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.backends.vllm import VLLM_ENV
 from workflow_scripts.llm.constraints import Constraint
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import JUDGE_C_REPLY, TOOL_CALL_REPLY, Template
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 VLLM = {"backend": "vllm", "model": SMOLLM2, "max_prompt_tokens": 512, "batch_size": 8,
         "sampling": {"max_new_tokens": 16}, "vllm": {"max_model_len": 4096, "kv_cache_gib": 1}}
 TRANSFORMERS = {"backend": "transformers", "model": SMOLLM2, "max_prompt_tokens": 512, "batch_size": 1,
                 "sampling": {"max_new_tokens": 16}}
-TEMPLATES = prompts.load_templates()
+TEMPLATES = load_templates()
 QUESTIONS = ("What is the capital of France?", "What do cats eat?", "Who wrote Hamlet?", "What is 2 + 2?",
              "What colour is the sky?", "Name a prime number.")
 
@@ -33,7 +35,7 @@ def models_cache(pytestconfig):
 
 @pytest.fixture(scope="module")
 def vllm_engine(models_cache):
-    assert (llm.VLLM_ENV / "bin" / "python").is_file(), "run ./setup.sh --vllm first (the README's test command does)"
+    assert (VLLM_ENV / "bin" / "python").is_file(), "run ./setup.sh --vllm first (the README's test command does)"
     engine = llm.load_engine(VLLM, models_cache)
     yield engine
     engine.backend.close()
@@ -69,13 +71,13 @@ def test_vllm_structured_outputs_and_a_failed_request_is_recorded(vllm_engine, t
     judge = llm.Request("judge", TEMPLATES["judge_study_c"], {"question": "What do cats eat?", "answer": "Fish."})
     rerank = llm.Request("rerank", TEMPLATES["rerank_listwise"], {"question": "Which paper is about topic 2?", "n": "5"},
                          tuple(f"Paper {at} studies topic {at}." for at in range(1, 6)))
-    broken = Constraint.of("tool_call", prompts.TOOL_CALL_REPLY.schema, "root ::= no_such_rule")
-    template = prompts.Template("tool_call", TEMPLATES["tool_call"].messages, constraint=lambda fields: broken)
+    broken = Constraint.of("tool_call", TOOL_CALL_REPLY.schema, "root ::= no_such_rule")
+    template = Template("tool_call", TEMPLATES["tool_call"].messages, constraint=lambda fields: broken)
     failing = llm.Request("broken", template, {"question": "Any papers on graphs?"})
     table = llm.generate([judge, rerank, failing], vllm_engine, tmp_path)
     rows = {row["request_id"]: row for row in table.iter_rows(named=True)}
     assert rows["judge"]["status"] == "ok" and rows["judge"]["constrained"]
-    assert prompts.JUDGE_C_REPLY.check(json.loads(rows["judge"]["text"])) is None
+    assert JUDGE_C_REPLY.check(json.loads(rows["judge"]["text"])) is None
     assert sorted(json.loads(rows["rerank"]["text"])) == [1, 2, 3, 4, 5], "the permutation grammar, on vLLM"
     assert rows["broken"]["status"] == "error" and rows["broken"]["error"].startswith("vllm: ")
     again = llm.generate([judge, failing], vllm_engine, tmp_path)

@@ -31,7 +31,7 @@ from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RUNS, SPLITS
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.routing.stats import compare_policies
 
 log = logging.getLogger("ragfrontier.answer")
@@ -60,7 +60,7 @@ def evidence(smk: Any, questions: pl.DataFrame) -> dict[str, tuple[str, ...]]:
 def generate_rule(smk: Any) -> None:
     questions = answered_questions(smk)
     shown = evidence(smk, questions)
-    templates = prompts.load_templates(smk.params.prompts)
+    templates = load_templates(smk.params.prompts)
     template = templates["answer_closed_book" if smk.wildcards.policy == CLOSED_BOOK else "answer_rag"]
     requests = [llm.Request(qid, template, {"question": text}, shown[qid]) for qid, text in questions.select("qid", "text").iter_rows()]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
@@ -76,7 +76,7 @@ def judge_rule(smk: Any) -> None:
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer", pl.col("answers").alias("references"),
         pl.Series("evidence", [list(shown[qid]) for qid in items["qid"]], dtype=pl.List(pl.String)),
     )
-    templates = prompts.load_templates(smk.params.prompts)
+    templates = load_templates(smk.params.prompts)
     engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
     for name, path in (("study_a", smk.output.study_a), ("study_c", smk.output.study_c)):
         spec = JUDGES[name]

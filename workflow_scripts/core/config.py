@@ -4,84 +4,30 @@ In:  the merged config dict (config.yaml plus any --configfile / --config layers
 Out: the same dict with the schema's defaults filled in, or an `InputError` whose message names each wrong key
      (as a dotted path), the value found and what is allowed.
 
-This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages that a
-user can act on instead of a dump of the schema; checks a schema cannot express (files that must exist) follow.
+The schema is applied by `schema.py` (the mechanism of `snakemake.utils.validate`, Draft 2020-12, defaults filled
+in, with messages a user can act on); checks a schema cannot express (files that must exist, the rules across an
+LLM block's keys, which `llm.settings.engine_config` owns) follow.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
-
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
-
-
-def load_schema() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
-
-
-def _with_defaults(validator_class: type) -> type:
-    """A validator class that also fills in `default` values (the jsonschema FAQ recipe Snakemake uses)."""
-    check_properties = validator_class.VALIDATORS["properties"]
-
-    def fill_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for name, subschema in properties.items():
-                if isinstance(subschema, dict) and "default" in subschema:
-                    instance.setdefault(name, subschema["default"])
-        yield from check_properties(validator, properties, instance, schema)
-
-    return validators.extend(validator_class, {"properties": fill_defaults})
-
-
-def _dotted(path: Iterable[Any]) -> str:
-    return ".".join(str(part) for part in path) or "(top level)"
-
-
-def describe(error: jsonschema.ValidationError) -> str:
-    """One line: the key, the value found and what the schema allows there."""
-    key = _dotted(error.absolute_path)
-    if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - set(allowed))
-        return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
-    if error.validator == "required":
-        return f"{key}: {error.message}"
-    allowed = {
-        "enum": lambda: f"one of {error.validator_value}",
-        "type": lambda: f"a value of type {error.validator_value}",
-        "minimum": lambda: f"a number >= {error.validator_value}",
-        "maximum": lambda: f"a number <= {error.validator_value}",
-        "exclusiveMinimum": lambda: f"a number > {error.validator_value}",
-        "exclusiveMaximum": lambda: f"a number < {error.validator_value}",
-        "minProperties": lambda: f"at least {error.validator_value} entries",
-        "minItems": lambda: f"at least {error.validator_value} items",
-        "uniqueItems": lambda: "a list without repeated values",
-        "pattern": lambda: f"a string matching {error.validator_value!r}",
-    }.get(error.validator, lambda: error.message)()
-    return f"{key} = {error.instance!r} is not allowed; expected {allowed}"
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Validate (and fill defaults into) `config` in place; raise one InputError listing every problem."""
     schema = load_schema()
-    validator = _with_defaults(Draft202012Validator)(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
-    leaves = [error for error in errors if not error.context] + [
-        sub for error in errors if error.context for sub in error.context
-    ]
-    if leaves:
-        lines = sorted({describe(error) for error in leaves})
+    validator = with_defaults(Draft202012Validator)(schema)
+    lines = problem_lines(validator, config)
+    if lines:
         raise InputError("invalid config:\n  " + "\n  ".join(lines))
     check_fractions(config["splits"]["fractions"])
     check_dataset_files(config)
@@ -123,19 +69,17 @@ def check_measures(config: dict[str, Any]) -> None:
 
 
 def check_models(config: dict[str, Any]) -> None:
-    """What the LLM blocks and prompt overrides need before any job: a server address, well-formed templates."""
-    from workflow_scripts.llm.prompts import load_templates
+    """The LLM blocks pass the engine's own validation (`engine_config`: the rules across keys, such as a server
+    address for openai and a set API key variable), and the prompt overrides are well-formed templates."""
+    from workflow_scripts.llm.rendering import load_templates
+    from workflow_scripts.llm.settings import engine_config
 
-    problems = [
-        f"models.{role}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)"
-        for role in ("generator", "judge")
-        if config["models"][role]["backend"] == "openai" and not config["models"][role].get("base_url")
-    ] + [
-        f"models.{role}.api_key_env: the environment variable {variable!r} is not set; export it before the run "
-        f"(the key itself never goes into the config)"
-        for role in ("generator", "judge")
-        if (variable := config["models"][role].get("api_key_env")) and variable not in os.environ
-    ]
+    problems = []
+    for role in ("generator", "judge"):
+        try:
+            engine_config(config["models"][role], f"models.{role}")
+        except InputError as error:
+            problems += str(error).splitlines()
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
     load_templates(config["prompts"])

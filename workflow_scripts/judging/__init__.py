@@ -1,1 +1,2 @@
-"""Judging answers: the LLM judges, deterministic answer metrics and the human-review loop."""
+"""Judging answers: the LLM judges (judges.py), Study B's deterministic answer metrics (metrics.py) and the
+human-review loop (review.py)."""

@@ -1,11 +1,11 @@
-"""Judging answers: the two studies' LLM judges, and Study B's deterministic answer scorers.
+"""Judging answers: the two studies' LLM judges (Study B's deterministic scorers are `metrics.py`).
 
 In:  answers to judge as a table (item_id, question, answer; Study A also references and evidence lists), a
-     judge `llm.Engine`, the LLM cache folder and the templates (`prompts.load_templates`).
+     judge `llm.Engine`, the LLM cache folder and the templates (`rendering.load_templates`).
 Out: one row per item: JUDGMENTS_C (Study C: is_answer, accuracy, completeness, faithfulness, relevance,
      clarity, overall) or JUDGMENTS_A (Study A: abstained, correctness, faithfulness), with status "ok",
      "parse_failed" (no usable reply after the re-asks) or "error" (the judge call itself failed; not cached,
-     so the next run retries it). Study B: `score_answers` gives exact match, token F1 and containment.
+     so the next run retries it).
 
 Study C's judge sees the question and the answer only. It first decides is_answer; when false every score is 0
 (whatever the reply says, as in the study), otherwise each of the six scores must be an integer 1–5.
@@ -13,25 +13,18 @@ Study A's judge sees the question, the reference answers, the evidence units sho
 answer: correctness 0/1/2 against the references (wrong, unsupported or an unjustified abstention 0; partial
 1; correct 2) and faithfulness 0/1/2 against the units shown; an abstention gets no faithfulness score (null).
 
-Both judges are decoded under their reply schema (`prompts.JUDGE_C_REPLY`, `prompts.JUDGE_A_REPLY`) when the
+Both judges are decoded under their reply schema (`templates.JUDGE_C_REPLY`, `templates.JUDGE_A_REPLY`) when the
 judge's backend has structured outputs on (the default), so a reply is valid JSON with every score in range by
 construction; `obtained` records how each accepted reply came about (constrained, parsed, repaired, reasked).
-Parsing each reply: strict JSON, then repair (`prompts.parse_json`), then validation. A reply cut by its token
+Parsing each reply: strict JSON, then repair (`parsing.parse_json`), then validation. A reply cut by its token
 budget is status "length" (never re-asked: the same budget would cut it again). A reply that fails otherwise —
 no JSON, a missing key, a non-integer, or a score out of range (a failure, never clamped) — is re-asked up to
 `max_reasks` times: the conversation so far grows by the judge's reply and a turn giving the reason, and
 the judge is asked again (each re-ask is a new prompt, so a new cache key, and a greedy judge is not simply
 asked the same thing twice). What still fails is `parse_failed`; counts and shares are logged (`summary`).
-
-Deterministic scorers (Study B) use the SQuAD/HotpotQA answer normalization (lowercase, drop punctuation and
-the articles a/an/the, collapse whitespace) and take the maximum over the reference answers. Token F1 follows
-the HotpotQA evaluation script: when either side normalizes to "yes", "no" or "noanswer" and they differ, F1 is
-0. Containment: the normalized reference occurs in the normalized prediction on token boundaries.
 """
 
 import logging
-import re
-import string
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,7 +35,9 @@ import polars as pl
 
 from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, Contract, frame
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.parsing import read_reply
+from workflow_scripts.llm.rendering import render
+from workflow_scripts.llm.templates import Template
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +117,7 @@ def judge(
     items: pl.DataFrame,
     engine: llm.Engine,
     cache_dir: Path,
-    templates: Mapping[str, prompts.Template],
+    templates: Mapping[str, Template],
     max_reasks: int = 2,
     sampling: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
@@ -144,7 +139,7 @@ def judge(
             if row["status"] == "error":
                 results[item_id] = {**base, "status": "error", "obtained": "error", "failure": row["error"]}
                 continue
-            parsed, obtained = prompts.read_reply(row, dict)
+            parsed, obtained = read_reply(row, dict)
             scores, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
             if scores is not None:
                 results[item_id] = {**base, **scores, "status": "ok", "obtained": "reasked" if attempt > 1 else obtained}
@@ -154,7 +149,7 @@ def judge(
                                     "failure": f"the reply was cut at {row['completion_tokens']} tokens"}
                 continue
             results[item_id] = {**base, "status": "parse_failed", "obtained": "parse_failed", "failure": failure}
-            turns = prompts.render(reask, {"reason": failure})
+            turns = render(reask, {"reason": failure})
             asked = pending[item_id]
             retry[item_id] = replace(
                 asked, request_id=f"{item_id}#reask{attempt}",
@@ -189,60 +184,3 @@ def obtained_counts(obtained: Sequence[str | None]) -> str:
     """How a set of judgments came about, as "constrained: 15; length: 2" (OBTAINED order, non-zero counts)."""
     counts = Counter(obtained)
     return "; ".join(f"{how}: {counts[how]}" for how in OBTAINED if counts[how])
-
-
-# ---- Study B: deterministic answer scores ---------------------------------------------------------------
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-_SPECIAL = frozenset({"yes", "no", "noanswer"})
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD/HotpotQA normalization: lowercase, drop punctuation and articles, collapse whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
-
-
-def _f1(prediction: str, reference: str) -> float:
-    if (prediction in _SPECIAL or reference in _SPECIAL) and prediction != reference:
-        return 0.0
-    predicted, gold = prediction.split(), reference.split()
-    if not predicted or not gold:
-        return float(predicted == gold)
-    same = sum((Counter(predicted) & Counter(gold)).values())
-    if not same:
-        return 0.0
-    precision, recall = same / len(predicted), same / len(gold)
-    return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, references: Sequence[str]) -> float:
-    normalized = normalize_answer(prediction)
-    return max(float(normalized == normalize_answer(reference)) for reference in references)
-
-
-def token_f1(prediction: str, references: Sequence[str]) -> float:
-    normalized = normalize_answer(prediction)
-    return max(_f1(normalized, normalize_answer(reference)) for reference in references)
-
-
-def contains_answer(prediction: str, references: Sequence[str]) -> bool:
-    padded = f" {normalize_answer(prediction)} "
-    return any(f" {reference} " in padded for reference in map(normalize_answer, references) if reference)
-
-
-def score_answers(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> pl.DataFrame:
-    """Columns em, f1 (Float64) and contains (Boolean), one row per prediction, max over its references."""
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
-    empty = [at for at, refs in enumerate(references) if not refs]
-    if empty:
-        raise ValueError(f"predictions {empty[:5]} have no reference answers to score against")
-    return pl.DataFrame(
-        {
-            "em": [exact_match(p, refs) for p, refs in zip(predictions, references)],
-            "f1": [token_f1(p, refs) for p, refs in zip(predictions, references)],
-            "contains": [contains_answer(p, refs) for p, refs in zip(predictions, references)],
-        },
-        schema={"em": pl.Float64, "f1": pl.Float64, "contains": pl.Boolean},
-    )

@@ -1,6 +1,6 @@
 """Output constraints of the structured LLM steps: a JSON Schema per reply, decoded under it on every backend.
 
-In:  a step's JSON Schema (declared next to its template in `prompts.py`; some depend on the request, e.g. the
+In:  a step's JSON Schema (declared next to its template in `templates.py`; some depend on the request, e.g. the
      number of sub-queries), optionally an exact grammar where the engines do not enforce a JSON Schema keyword,
      and the replies generated under it.
 Out: `Constraint`s: the cache-key text, the worst-case token budget, the grammar an engine compiles (`grammar_spec`)

@@ -213,9 +213,13 @@ def checkpoint_rule(smk: Any) -> None:
                                spec["seed"], Path(spec["extensions_dir"]))
 
 
+def doc_texts(units: Any) -> dict[str, str]:
+    """docid → what the index holds, and what Study C's generator and reranker read: "title. abstract"."""
+    return {unit_id: f"{title}. {text}" if title else text for unit_id, title, text in units.select("unit_id", "title", "text").iter_rows()}
+
+
 def index_rule(smk: Any) -> None:
     from workflow_scripts.core.contracts import UNITS, read_table
-    from workflow_scripts.study_c.strategies import doc_texts
 
     spec = smk.params.colbert
     units = read_table(smk.input.units, UNITS).sort("unit_id")

@@ -8,7 +8,7 @@ Out: per strategy a run STUDY_C_RUNS (qid, docid, rank, score: the top-k documen
      STUDY_C_ANSWERS (per query: answer, whether it searched, the texts searched, the fallback taken, LLM calls,
      prompt / completion tokens, measured LLM and retrieval seconds).
 
-The JSON steps (listwise rerank, sub-queries, tool call) are decoded under their reply schemas (`prompts.py`:
+The JSON steps (listwise rerank, sub-queries, tool call) are decoded under their reply schemas (`llm/templates.py`:
 a permutation of the candidate numbers, exactly n strings, a search or an answer), so their fallbacks are
 expected near zero; each still runs the parser below, and a reply cut by its token budget falls back with its own
 cause ("rerank_length", "fusion_length", "tool_reply_length").
@@ -59,8 +59,10 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
-from workflow_scripts.retrieval import dense
+from workflow_scripts.llm.parsing import parse_json
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import Template
+from workflow_scripts.retrieval import colbert, dense
 from workflow_scripts.retrieval.fusion import rrf
 
 log = logging.getLogger("ragfrontier.strategies")
@@ -100,7 +102,7 @@ class Context:
 
     engine: llm.Engine
     cache: Path
-    templates: Mapping[str, prompts.Template]
+    templates: Mapping[str, Template]
     settings: Mapping[str, Any]
     retriever: Retriever
     doc_texts: Mapping[str, str]
@@ -152,7 +154,7 @@ def first_line(text: str) -> str:
 
 def parse_ranking(text: str, n: int, keep: int) -> tuple[list[int] | None, str | None]:
     """0-based candidate order from a listwise reply (numbers 1..n), or (None, why it is malformed)."""
-    reply = prompts.parse_json(text, list)
+    reply = parse_json(text, list)
     if reply.value is None:
         return None, "rerank_not_a_list"
     order = []
@@ -167,7 +169,7 @@ def parse_ranking(text: str, n: int, keep: int) -> tuple[list[int] | None, str |
 
 def parse_subqueries(text: str, wanted: int) -> list[str]:
     """The usable sub-queries of a reply: non-blank strings, case-insensitively distinct, at most `wanted`."""
-    reply = prompts.parse_json(text, list)
+    reply = parse_json(text, list)
     usable, seen = [], set()
     for item in reply.value or []:
         if isinstance(item, str) and " ".join(item.split()) and " ".join(item.split()).lower() not in seen:
@@ -178,7 +180,7 @@ def parse_subqueries(text: str, wanted: int) -> list[str]:
 
 def parse_tool_reply(text: str) -> tuple[str, str]:
     """("search", query) | ("answer", text) | ("plain", text) from a tool-call reply."""
-    reply = prompts.parse_json(text, dict)
+    reply = parse_json(text, dict)
     if reply.value is not None:
         query, answer = reply.value.get("search"), reply.value.get("answer")
         if isinstance(query, str) and query.strip():
@@ -354,15 +356,8 @@ class DenseRetriever:
         return [hits.get(str(at), []) for at in range(len(texts))], [per_text] * len(texts)
 
 
-def doc_texts(units: pl.DataFrame) -> dict[str, str]:
-    """docid → what the generator and the reranker read: "title. abstract"."""
-    return {unit_id: f"{title}. {text}" if title else text for unit_id, title, text in units.select("unit_id", "title", "text").iter_rows()}
-
-
 def retriever_for(smk: Any, units: pl.DataFrame) -> Retriever:
     if smk.wildcards.strategy == "colbert":
-        from workflow_scripts.retrieval import colbert
-
         spec = smk.params.colbert
         return colbert.Retriever(Path(smk.input.colbert_index), colbert.checkpoint_for(spec, smk.input.get("checkpoint")),
                                  spec, spec["device"], Path(spec["extensions_dir"]))
@@ -376,8 +371,8 @@ def strategy_rule(smk: Any) -> None:
     units = read_table(smk.input.units, UNITS)
     ctx = Context(
         engine=llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator"),
-        cache=Path(smk.params.cache), templates=prompts.load_templates(smk.params.prompts), settings=smk.params.settings,
-        retriever=retriever_for(smk, units), doc_texts=doc_texts(units),
+        cache=Path(smk.params.cache), templates=load_templates(smk.params.prompts), settings=smk.params.settings,
+        retriever=retriever_for(smk, units), doc_texts=colbert.doc_texts(units),
     )
     runs, answers = run_strategy(smk.wildcards.strategy, ctx, dict(zip(queries["qid"], queries["text"])))
     write_table(runs, smk.output.run, STUDY_C_RUNS)

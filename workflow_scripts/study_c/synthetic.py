@@ -10,7 +10,7 @@ Sampling is single-pass reservoir sampling (Algorithm R, `random.Random(seed)`) 
 as in the study (seed 42 over the streamed JSON), so the same corpus and seed give the same sample. A paper
 without abstract never reaches the sample (the adapter skips it; the report carries its count); one whose
 unit text is blank is dropped here as "empty_abstract". The generator writes both queries as one JSON object,
-decoded under its reply schema (`prompts.SYNTHETIC_REPLY`: two strings of at most 300 characters); the report
+decoded under its reply schema (`templates.SYNTHETIC_REPLY`: two strings of at most 300 characters); the report
 counts how the used replies were obtained ("replies_used": constrained, parsed, repaired). A paper is dropped,
 counted by cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds
 no JSON object ("no_json"), a query is missing or blank ("missing_query"), or a query repeats the title verbatim
@@ -31,7 +31,8 @@ from workflow_scripts.core.atomic import write_json_atomic
 from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.parsing import parse_json, read_reply
+from workflow_scripts.llm.rendering import load_templates
 
 log = logging.getLogger("ragfrontier.synthetic")
 
@@ -55,7 +56,7 @@ def reservoir_sample(items: Iterable[Any], size: int, seed: int) -> list[Any]:
 
 def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | None]:
     """({"problem": …, "method": …}, None) from a generator reply, or (None, the failure cause)."""
-    reply = prompts.parse_json(text, dict)
+    reply = parse_json(text, dict)
     if reply.value is None:
         return None, "no_json"
     queries = {}
@@ -73,7 +74,7 @@ def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | N
 def synthesize(
     papers: Sequence[Mapping[str, str]], replies: pl.DataFrame
 ) -> tuple[list[dict[str, str]], Counter, Counter]:
-    """Query rows, failure counts and how the used replies were obtained (`prompts.read_reply`: constrained,
+    """Query rows, failure counts and how the used replies were obtained (`parsing.read_reply`: constrained,
     parsed, repaired) from the sampled papers and their GENERATIONS rows (same order)."""
     rows, failures, obtained = [], Counter(), Counter()
     for paper, reply in zip(papers, replies.iter_rows(named=True)):
@@ -85,7 +86,7 @@ def synthesize(
             cut = reply["finish_reason"] == "length" and cause != "title_verbatim"
             failures["length" if cut else cause] += 1
             continue
-        obtained[prompts.read_reply(reply)[1]] += 1
+        obtained[read_reply(reply)[1]] += 1
         rows += [{"qid": f"{paper['unit_id']}:{kind}", "paper_id": paper["unit_id"], "query_type": kind,
                   "text": queries[kind]} for kind in QUERY_TYPES]
     return rows, failures, obtained
@@ -99,7 +100,7 @@ def queries_rule(smk: Any) -> None:
                               smk.params.papers, smk.params.seed)
     failures = Counter({"empty_abstract": sum(1 for paper in sample if not paper["text"].strip())})
     papers = [paper for paper in sample if paper["text"].strip()]
-    template = prompts.load_templates(smk.params.prompts)["synthetic_queries"]
+    template = load_templates(smk.params.prompts)["synthetic_queries"]
     requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})
                 for paper in papers]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")

@@ -42,7 +42,7 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm import prompts
+from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.routing.stats import group_bootstrap, win_tie_loss
 
 log = logging.getLogger("ragfrontier.study_c")
@@ -58,7 +58,7 @@ def judge_rule(smk: Any) -> None:
     items = answers.join(queries, on="qid").select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer").sort("item_id")
     engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
-    templates = prompts.load_templates(smk.params.prompts)
+    templates = load_templates(smk.params.prompts)
     table = judges.judge(judges.STUDY_C, items, engine, Path(smk.params.cache), templates, smk.params.max_reasks)
     write_table(table, smk.output.judgments, JUDGMENTS_C)
 

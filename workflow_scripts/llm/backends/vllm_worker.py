@@ -13,11 +13,19 @@ It imports only the standard library and vllm, so it runs in whichever Python ha
 transformers < 5.20 and numpy 2.3, which the main environment does not share). Everything vLLM prints goes to
 stderr (the job's log): file descriptor 1 is moved to stderr before vllm is imported, and the protocol keeps the
 original stdout to itself. The `__main__` guard is what vLLM's spawned workers need.
+
+It is started by path, which puts its own folder first on sys.path; that folder holds the backend modules
+`vllm.py`, `transformers.py` and `openai.py`, which would shadow the packages of the same names, so the folder is
+taken off sys.path before anything else is imported (vLLM's spawned workers inherit the cleaned sys.path).
 """
 
-import json
 import os
 import sys
+
+if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
+import json  # after the sys.path fix above
 import traceback
 
 

@@ -1,0 +1,92 @@
+"""The config schema (config.schema.yaml, which documents every key) and its messages a user can act on.
+
+In:  a config dict, or one block of it checked on its own (an LLM block given to the engine), and the schema part
+     it is checked against (a JSON pointer such as "#/$defs/llm").
+Out: one line per problem (`problem_lines`, `schema_problems` for a block): the key (as a dotted path), the value
+     found and what the schema allows there (`describe`); `with_defaults` makes a validator class that also fills in
+     the schema's defaults.
+
+This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages instead of a
+dump of the schema. It imports no stage, so any stage can check a block against the schema here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+def load_schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def with_defaults(validator_class: type) -> type:
+    """A validator class that also fills in `default` values (the jsonschema FAQ recipe Snakemake uses)."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, subschema["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": fill_defaults})
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def describe(error: jsonschema.ValidationError, where: str = "") -> str:
+    """One line: the key (under `where`, the dotted path of the validated block), the value found and what the
+    schema allows there."""
+    key = _dotted([where, *error.absolute_path] if where else error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
+    if error.validator == "required":
+        return f"{key}: {error.message}"
+    allowed = {
+        "enum": lambda: f"one of {error.validator_value}",
+        "type": lambda: f"a value of type {error.validator_value}",
+        "minimum": lambda: f"a number >= {error.validator_value}",
+        "maximum": lambda: f"a number <= {error.validator_value}",
+        "exclusiveMinimum": lambda: f"a number > {error.validator_value}",
+        "exclusiveMaximum": lambda: f"a number < {error.validator_value}",
+        "minProperties": lambda: f"at least {error.validator_value} entries",
+        "minItems": lambda: f"at least {error.validator_value} items",
+        "uniqueItems": lambda: "a list without repeated values",
+        "pattern": lambda: f"a string matching {error.validator_value!r}",
+    }.get(error.validator, lambda: error.message)()
+    return f"{key} = {error.instance!r} is not allowed; expected {allowed}"
+
+
+def problem_lines(validator: Any, instance: Any, where: str = "") -> list[str]:
+    """One line per problem `validator` finds in `instance` (the innermost errors of a failed anyOf / oneOf)."""
+    errors = sorted(validator.iter_errors(instance), key=lambda error: list(map(str, error.absolute_path)))
+    leaves = [error for error in errors if not error.context] + [
+        sub for error in errors if error.context for sub in error.context
+    ]
+    return sorted({describe(error, where) for error in leaves})
+
+
+@cache
+def _validator(pointer: str) -> Any:
+    schema = load_schema()
+    return Draft202012Validator({"$defs": schema["$defs"], "$ref": pointer})
+
+
+def schema_problems(instance: Any, pointer: str, where: str) -> list[str]:
+    """What the schema part at `pointer` (e.g. "#/$defs/llm") refuses in `instance`, a block checked on its own
+    (an LLM block given to the engine), one line per problem with its key under `where`; defaults are not filled."""
+    return problem_lines(_validator(pointer), instance, where)

