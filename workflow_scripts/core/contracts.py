@@ -50,7 +50,7 @@ class Contract:
         return {name: column.dtype for name, column in self.columns.items()}
 
 
-# --- Ingest (ingest.py, splits.py): units, questions, relevance judgments and the grouped splits
+# --- Ingest (ingest/stage.py, ingest/splits.py): units, questions, relevance judgments and the grouped splits
 
 UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})
 SPLIT_NAMES = frozenset({"dev", "calibration", "heldout"})
@@ -111,7 +111,7 @@ SPLITS = Contract(
     enums={"split": SPLIT_NAMES},
 )
 
-# --- Retrieval (bm25.py, dense.py, rerank.py, arms.py): rankings, final runs, vectors and their caches
+# --- Retrieval (retrieval/: bm25, dense, rerank, arms): rankings, final runs, vectors and their caches
 
 RANKING = Contract(
     name="ranking",
@@ -188,7 +188,7 @@ SCORE_CACHE = Contract(
     key=("key",),
 )
 
-# --- Generation (llm.py): the LLM cache and one row per generated request
+# --- Generation (llm/engine.py): the LLM cache and one row per generated request
 
 BACKENDS = ("transformers", "openai", "vllm")
 
@@ -201,7 +201,7 @@ _RESULT_COLUMNS = {
     "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
     "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
     "uncertainty_basis": Column(
-        pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm.py)"
+        pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm/engine.py)"
     ),
     "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
     "backend": Column(pl.String(), doc="transformers | openai | vllm"),
@@ -227,7 +227,7 @@ GENERATIONS = Contract(
         "status": Column(pl.String(), doc="ok | error"),
         "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
         "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
-        "constrained": Column(pl.Boolean(), doc="decoded under its step's reply schema (constraints.py)"),
+        "constrained": Column(pl.Boolean(), doc="decoded under its step's reply schema (llm/constraints.py)"),
         **{
             name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
             for name, column in _RESULT_COLUMNS.items()
@@ -246,7 +246,7 @@ GENERATIONS = Contract(
 )
 
 
-# --- Judging (judges.py): one judgment per item, Study C and Study A
+# --- Judging (judging/judges.py): one judgment per item, Study C and Study A
 
 STATUSES = frozenset({"ok", "length", "parse_failed", "error"})
 OBTAINED = ("constrained", "parsed", "repaired", "reasked", "length", "parse_failed", "error")
@@ -293,7 +293,7 @@ JUDGMENTS_A = Contract(
 )
 
 
-# --- Utility labels (labels.py): what firing the router changes for each query
+# --- Utility labels (routing/labels.py): what firing the router changes for each query
 
 ARM_OUTCOMES = ("rescue", "harm", "tie")
 RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
@@ -312,7 +312,7 @@ LABELS = Contract(
 )
 
 
-# --- Router features (features.py): one wide table per cost family, one Float64 column per feature
+# --- Router features (routing/features.py): one wide table per cost family, one Float64 column per feature
 
 KEEP_FEATURE_NAMES = (
     "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
@@ -342,7 +342,7 @@ UNCERTAINTY_FEATURES = _feature_contract("uncertainty_features", UNCERTAINTY_FEA
 PROBE_FEATURES = _feature_contract("probe_features", PROBE_FEATURE_NAMES)
 
 
-# --- Routers (routers.py): out-of-fold scores and routed held-out queries
+# --- Routers (routing/routers.py): out-of-fold scores and routed held-out queries
 
 OOF_SCORES = Contract(
     name="oof_scores",
@@ -367,7 +367,7 @@ ROUTED = Contract(
 )
 
 
-# --- Budget frontiers (frontiers.py): frontier rows per budget and the calibration audit
+# --- Budget frontiers (routing/frontiers.py): frontier rows per budget and the calibration audit
 
 RULES = ("deployable", "conservative")
 
@@ -405,7 +405,7 @@ AUDIT = Contract(
 )
 
 
-# --- Paired comparisons (stats.py): group-bootstrap intervals and win / tie / loss shares
+# --- Paired comparisons (routing/stats.py): group-bootstrap intervals and win / tie / loss shares
 
 METHODS = ("percentile", "bca")
 
@@ -431,7 +431,7 @@ COMPARISONS = Contract(
 )
 
 
-# --- Measured cost (cost.py): the per-query ledger and what each routing policy costs
+# --- Measured cost (cost/stage.py): the per-query ledger and what each routing policy costs
 
 COST_STAGES = frozenset({
     "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
@@ -507,7 +507,7 @@ REUSE_COSTS = Contract(
 )
 
 
-# --- Study C (synthetic.py, strategies.py, study_c.py): synthetic queries, strategy runs, answers with costs
+# --- Study C (study_c/: synthetic, strategies, tables): synthetic queries, strategy runs, answers with costs
 
 QUERY_TYPES = frozenset({"problem", "method"})
 

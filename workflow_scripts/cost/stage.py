@@ -8,7 +8,7 @@ Rule `cost_ledger` (per dataset)
   Out: results/<dataset>/cost/ledger.parquet (COST_LEDGER): one row per (query, stage, component) with measured
        wall seconds, the device, tokens in / out and the number of retrieval calls, LLM calls and reranked pairs.
        `basis` says how the seconds were measured: "item" — the stage's own per-item measurement (LLM generation:
-       each request's latency, batch time apportioned by tokens in llm.py); "job_even" — the job's benchmark
+       each request's latency, batch time apportioned by tokens in llm/engine.py); "job_even" — the job's benchmark
        seconds divided evenly over its items (queries, reranked pairs, judge calls). Job seconds include start-up
        (imports, model loading), so a job_even share is an upper bound of the marginal cost; a job served from a
        content cache measures the cache hit, not the original computation.
@@ -109,7 +109,7 @@ def table_rows(source: Mapping[str, Any]) -> pl.DataFrame:
 
 
 def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
-    """Each answer's own measured latency and tokens (llm.py apportions a batch's wall time by tokens)."""
+    """Each answer's own measured latency and tokens (llm/engine.py apportions a batch's wall time by tokens)."""
     answers = read_table(source["tables"][0], GENERATIONS)
     return answers.select(
         pl.col("request_id").alias("qid"), pl.col("latency_s").alias("seconds"), pl.lit("item").alias("basis"),
