@@ -184,6 +184,8 @@ E2E_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(E2E_CASES))
+@pytest.mark.slow
+@pytest.mark.integration
 def test_bad_input_stops_the_workflow_cleanly(tmp_path, case):
     overrides, corrupt, expected = E2E_CASES[case]
     work = make_workdir(tmp_path, {"datasets": {"mini": {"format": "qasper", "path": "data/mini.json"}}, **overrides})

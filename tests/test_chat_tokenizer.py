@@ -12,6 +12,8 @@ from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 
+pytestmark = [pytest.mark.slow]
+
 CONVERSATIONS = [
     [{"role": "user", "content": "What is in the evidence?\n\n[1] Évidence with ‘quotes’, <|im_end|> and tabs\t."}],
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1"},

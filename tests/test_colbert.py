@@ -61,6 +61,7 @@ def index(checkpoint, corpus, tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_untrained_checkpoint_loads_under_transformers_5(checkpoint):
     saved = json.loads((checkpoint / "artifact.metadata").read_text())
     assert saved["dim"] == 16 and (checkpoint / "model.safetensors").is_file()
@@ -71,6 +72,7 @@ def test_untrained_checkpoint_loads_under_transformers_5(checkpoint):
     assert loaded.queryFromText(["graph laplacian"]).shape[-1] == 16
 
 
+@pytest.mark.slow
 def test_plaid_index_and_search_a_real_corpus_sample(index, checkpoint, corpus):
     docids, texts = corpus
     built = json.loads((index / "settings.json").read_text())
@@ -84,6 +86,7 @@ def test_plaid_index_and_search_a_real_corpus_sample(index, checkpoint, corpus):
     assert all(hits[0][1] >= hits[1][1] >= hits[2][1] for hits in results)
 
 
+@pytest.mark.slow
 def test_index_is_reused_when_identical_and_rebuilt_when_settings_change(index, checkpoint, corpus):
     docids, texts = corpus
     assert not colbert.build_index(texts, docids, checkpoint, index, SETTINGS, "cpu", EXTENSIONS)

@@ -9,8 +9,11 @@ Logs and Snakemake benchmark files (timings) live outside results/<dataset>/ and
 
 from __future__ import annotations
 
+import pytest
 from tiny_demo import VOLATILE_COLUMNS, differences, reference_run, result_files, tiny_workdir
 from workflow_helpers import snakemake
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_two_clean_runs_give_identical_tables(tmp_path, tmp_path_factory):

@@ -14,6 +14,7 @@ def experiments(project_root):
     return sorted((project_root / "experiments").glob("*.yaml"))
 
 
+@pytest.mark.needs_data
 def test_experiment_configs_validate_standalone(project_root, experiments, monkeypatch):
     monkeypatch.chdir(project_root)
     assert experiments, "experiments/ should hold at least one study config"
@@ -21,6 +22,9 @@ def test_experiment_configs_validate_standalone(project_root, experiments, monke
         validate_config(copy.deepcopy(yaml.safe_load(path.read_text())))
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_scifact_experiment_plans_only_its_own_dataset(tmp_path, project_root):
     work = make_workdir(tmp_path)
     (work / "experiments").mkdir()
@@ -45,6 +49,9 @@ def study_workdir(tmp_path, project_root, name):
     return work
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_b_answers_both_policies_per_dataset_and_routes_each(tmp_path, project_root):
     jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b"))
     assert {rule: jobs.get(rule) for rule in ("ingest", "generate_answers", "judge_answers", "route_labels",
@@ -53,6 +60,9 @@ def test_study_b_answers_both_policies_per_dataset_and_routes_each(tmp_path, pro
         "route_fit": 4, "route_heldout": 4, "route_frontiers": 4}
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_a_hotpotqa_routes_keep_versus_hybrid_without_generation(tmp_path, project_root):
     jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_a_hotpotqa"))
     assert {rule: jobs.get(rule) for rule in ("ingest", "rerank", "run_arm", "generate_answers", "route_labels",

@@ -19,6 +19,8 @@ import pytest
 from tiny_demo import DATASET, differences, offline_env, partial_files, reference_run, result_files, tiny_workdir
 from workflow_helpers import SNAKEMAKE, planned_jobs, snakemake
 
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
 # Each kill point: the rule whose job is killed, and when (a predicate on the workdir once the job has started):
 # embedding and indexing once the job's script runs (its log exists), generation after its first cache shard,
 # judging after the Study A judge has finished and before the Study C judge does.

@@ -398,6 +398,7 @@ def smollm2(pytestconfig):
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2, tmp_path, pytestconfig):
     requests = [
         _request("capital", "What is the capital of France?", template="answer_closed_book"),
@@ -447,6 +448,7 @@ def _cache_hit_imports_torch(pytestconfig, cache) -> bool:
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
+@pytest.mark.slow
 def test_dtype_is_checked_and_cached_apart(smollm2, tmp_path, pytestconfig):
     with pytest.raises(InputError, match=r"models.generator.dtype = 'int8' is not allowed"):
         llm.engine_config({**SMOLLM2, "dtype": "int8"})
@@ -462,6 +464,7 @@ def test_dtype_is_checked_and_cached_apart(smollm2, tmp_path, pytestconfig):
     assert llm.generate(request, half, tmp_path)["source"][0] == "cache"
 
 
+@pytest.mark.slow
 def test_smollm2_stop_strings_end_generation(smollm2, tmp_path):
     request = _request("count", "Count from one to ten in words, separated by commas.", template="answer_closed_book")
     plain = llm.generate([request], smollm2, tmp_path)["text"][0]
@@ -471,6 +474,7 @@ def test_smollm2_stop_strings_end_generation(smollm2, tmp_path):
     assert stopped["source"] == "generated" and stopped["completion_tokens"] < 12
 
 
+@pytest.mark.slow
 def test_smollm2_prompt_fits_the_token_limit(smollm2):
     units = tuple(f"Passage {i}: " + "retrieval augmented generation grounds answers in evidence. " * 30 for i in range(3))
     fitted = llm.fit(_request("long", "Which passage mentions grounding?", units), smollm2.backend, 256)

@@ -19,6 +19,8 @@ from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.retrieval import bm25
 
+pytestmark = [pytest.mark.slow, pytest.mark.regression, pytest.mark.needs_data]
+
 REGRESSIONS = Path(__file__).parent / "regressions"
 FILE_KEYS = ("corpus", "queries", "qrels", "collection", "topics")
 

@@ -34,6 +34,8 @@ from workflow_scripts.retrieval import arms, bm25, dense, evaluate
 from workflow_scripts.retrieval.lucene import pyserini_ready
 from workflow_scripts.retrieval.unit_text import unit_texts
 
+pytestmark = [pytest.mark.slow, pytest.mark.regression, pytest.mark.needs_data]
+
 REGRESSIONS = Path(__file__).parent / "regressions"
 EMBEDDINGS = SHARED_CACHE / "embeddings"
 SCORE_TOLERANCE = 1e-6  # float32 inner products computed two ways (BLAS vs numpy) differ by a few ulps

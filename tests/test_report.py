@@ -12,7 +12,7 @@ import time
 import polars as pl
 import pytest
 import yaml
-from workflow_helpers import finished_demo, planned_jobs, snakemake
+from workflow_helpers import planned_jobs, snakemake
 
 from workflow_scripts.core.contracts import CONTRACTS, read_table
 from workflow_scripts.report.stage import cell, markdown_table
@@ -26,10 +26,13 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    return finished_demo(tmp_path_factory.mktemp("report"))
+def finished_run(demo_copy):
+    """The session's one demo run (tests/conftest.py), copied for this module: its tests rerun with new prices."""
+    return demo_copy
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_ledger_has_a_measured_row_per_query_and_stage(finished_run):
     results = finished_run / "results" / "demo"
     ledger = read_table(results / "cost" / "ledger.parquet", CONTRACTS["cost_ledger"])
@@ -54,6 +57,8 @@ def test_ledger_has_a_measured_row_per_query_and_stage(finished_run):
     assert stages.filter(pl.col("stage") == "generate_answers")["seconds"].min() > 0
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_policy_costs_split_by_component_and_reuse_is_cheaper(finished_run):
     cost = finished_run / "results" / "demo" / "cost" / PAIR
     policies = read_table(cost / "policy_costs.parquet", CONTRACTS["policy_costs"])
@@ -75,6 +80,8 @@ def test_policy_costs_split_by_component_and_reuse_is_cheaper(finished_run):
     assert points.height == frontiers.height and (points["seconds"] > 0).all()
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_summary_markdown_quotes_the_tables(finished_run):
     summary = (finished_run / "results" / "summary.md").read_text()
     for heading in ("## demo", "### Retrieval metrics per arm and split", "### Routing: held-out policies — keep_vs_hybrid",
@@ -116,6 +123,8 @@ window.addEventListener("load", () => {
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (apt-get install chromium)")
+@pytest.mark.slow
+@pytest.mark.integration
 def test_report_opens_in_chromium_with_every_figure(finished_run):
     snakemake(finished_run, "--report", "report.html")
     html = (finished_run / "report.html").read_text()
@@ -142,16 +151,22 @@ def test_report_opens_in_chromium_with_every_figure(finished_run):
     assert (finished_run / "report.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_changing_a_price_reruns_only_cost_and_report_jobs(finished_run):
     (finished_run / "prices.yaml").write_text(yaml.safe_dump({"costs": {"prices": {"rerank_pair": 10.0}}}))
     assert planned_jobs(finished_run, "--configfile", "prices.yaml") == {"all": 1, **REPORT_JOBS}
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_changing_the_budget_grid_reruns_only_frontier_and_report_jobs(finished_run):
     (finished_run / "grid.yaml").write_text(yaml.safe_dump({"budgets": {"grid": [0.25, 0.5]}}))
     assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {"all": 1, "route_frontiers": 1, **REPORT_JOBS}
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_a_price_change_reruns_in_seconds(finished_run):
     before = read_table(finished_run / "results" / "demo" / "cost" / PAIR / "policy_costs.parquet", CONTRACTS["policy_costs"])
     started = time.monotonic()

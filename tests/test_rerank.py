@@ -116,6 +116,7 @@ def test_gguf_is_converted_once_and_reloaded_quickly(smollm2):
     assert "<|im_start|>assistant" in ChatTokenizer(folder).render([{"role": "user", "content": "hi"}])
 
 
+@pytest.mark.slow
 def test_llm_pointwise_scores_a_relevant_passage_above_an_irrelevant_one(smollm2, tmp_path):
     """SmolLM2-135M is weak; on these clear-cut pairs its P(Yes) still orders relevant above irrelevant."""
     model, cache = smollm2

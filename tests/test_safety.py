@@ -114,6 +114,8 @@ def served_config(endpoint: str) -> dict:
     }
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_run_touches_only_the_configured_endpoint_and_never_writes_the_key(tmp_path, fake_server):
     work = make_workdir(tmp_path, served_config(fake_server))
     (work / "data" / "mini.json").write_text((PROJECT_ROOT / "tests" / "data" / "qasper_mini.json").read_text())

@@ -203,6 +203,8 @@ def cluster(tmp_path_factory):
         running.stop()
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_demo_through_slurm_profile_matches_local_run(cluster, tmp_path, tmp_path_factory):
     local = reference_run(tmp_path_factory)
     work = tiny_workdir(tmp_path)

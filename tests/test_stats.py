@@ -56,6 +56,7 @@ def test_win_tie_loss_and_the_comparison_table():
         compare_policies(table, [("adaptive", "hybrid")])
 
 
+@pytest.mark.slow
 def test_percentile_interval_covers_the_true_mean_difference():
     # 4,000 datasets of 60 papers with 1-8 questions each; every paper shifts its questions' differences by a
     # shared random effect (sd 0.5) on top of per-question noise (sd 1). True mean difference 0.1. The interval

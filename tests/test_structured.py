@@ -63,6 +63,7 @@ def smollm2(pytestconfig):
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_path):
     table = llm.generate(STEPS, smollm2, tmp_path)
     for request, row in zip(STEPS, table.iter_rows(named=True)):
@@ -82,6 +83,7 @@ def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_
     assert set(again["source"]) == {"cache"} and again["text"].to_list() == table["text"].to_list()
 
 
+@pytest.mark.slow
 def test_grammars_are_compiled_once_and_reused_across_batches(smollm2, tmp_path):
     judged = [_request(f"j{index}", "judge_study_c", {"question": f"Question {index}?", "answer": f"Answer {index}."})
               for index in range(6)]  # two batches of batch_size 4
@@ -91,6 +93,7 @@ def test_grammars_are_compiled_once_and_reused_across_batches(smollm2, tmp_path)
     assert all(JUDGE_C_REPLY.check(json.loads(text)) is None for text in table["text"])
 
 
+@pytest.mark.slow
 def test_pointwise_score_is_the_choice_constrained_distribution(smollm2, pytestconfig):
     """llm_pointwise reads P(Yes) under the choice constraint exactly: the full-vocabulary next-token distribution
     masked to the two choices and renormalized."""
@@ -108,6 +111,7 @@ def test_pointwise_score_is_the_choice_constrained_distribution(smollm2, pytestc
     assert math.isclose(score, float(probabilities[yes] / (probabilities[yes] + probabilities[no])), rel_tol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_permutation_grammar_is_exact(smollm2):
     import xgrammar
 
@@ -124,6 +128,7 @@ def test_the_permutation_grammar_is_exact(smollm2):
     assert ranking_reply(13).check([1] * 13) == "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] has non-unique elements"
 
 
+@pytest.mark.slow
 def test_a_constraint_that_cannot_be_compiled_names_its_template(smollm2):
     broken = Constraint.of("judge_study_c", {"type": "integer", "minimum": 0, "maximum": 1}, "root ::= missing_rule")
     with pytest.raises(InputError, match=r"template judge_study_c: its reply constraint cannot be compiled"):

@@ -11,10 +11,10 @@ from workflow_scripts.core.errors import InputError
 
 
 @pytest.fixture()
-def config(project_root, monkeypatch):
-    """The Study B experiment config (its dataset paths are relative to the project root)."""
-    monkeypatch.chdir(project_root)
-    return yaml.safe_load((project_root / "experiments" / "study_b.yaml").read_text())
+def config(project_root, stand_in_checkout):
+    """The Study B experiment config, its dataset files empty stand-ins (validation checks only that they exist;
+    test_experiments.py validates the config against the real ../shared/data)."""
+    return stand_in_checkout(yaml.safe_load((project_root / "experiments" / "study_b.yaml").read_text()))
 
 
 def pair(config):

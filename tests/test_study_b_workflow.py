@@ -19,6 +19,8 @@ from workflow_scripts.core.contracts import (
     read_table,
 )
 
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.needs_data]
+
 QUESTIONS = 16
 ROUTERS = ("ridge", "bur_linear", "bur_gbm", "entropy", "min_confidence", "bm25_top", "random", "always", "never")
 KNOBBED = set(ROUTERS) - {"always", "never"}

@@ -181,6 +181,9 @@ def chat_server():
     server.shutdown()
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, shared_data, chat_server):
     source = shared_data / "arxiv-metadata-sample" / "arxiv-metadata-oai-snapshot.first200.jsonl"
     corpus = tmp_path / "arxiv.jsonl"
@@ -218,6 +221,9 @@ def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, sha
     assert planned_jobs(work) == {}
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_c_experiment_plans_every_strategy_once(tmp_path, project_root):
     config = yaml.safe_load((project_root / "experiments" / "study_c.yaml").read_text())
     config["datasets"]["arxiv"]["path"] = str((project_root / config["datasets"]["arxiv"]["path"]).resolve())

@@ -14,6 +14,8 @@ from workflow_scripts.llm.constraints import Constraint
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import JUDGE_C_REPLY, TOOL_CALL_REPLY, Template
 
+pytestmark = [pytest.mark.slow]
+
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 VLLM = {"backend": "vllm", "model": SMOLLM2, "max_prompt_tokens": 512, "batch_size": 8,
         "sampling": {"max_new_tokens": 16}, "vllm": {"max_model_len": 4096, "kv_cache_gib": 1}}

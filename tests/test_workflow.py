@@ -6,7 +6,7 @@ import json
 import polars as pl
 import pytest
 import yaml
-from workflow_helpers import finished_demo, make_workdir, planned_jobs, snakemake
+from workflow_helpers import make_workdir, planned_jobs, snakemake
 
 from workflow_scripts.core.contracts import CONTRACTS, read_table
 
@@ -17,9 +17,13 @@ ANSWER_JOBS = {"generate_answers": 2, "judge_answers": 2, "answer_summary": 1, "
 REPORT_JOBS = {"cost_ledger": 1, "route_costs": 1, "report_figures": 1, "summary": 1}
 
 
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    return finished_demo(tmp_path_factory.mktemp("demo"))
+def finished_run(demo_copy):
+    """The session's one demo run (tests/conftest.py), copied for this module: its tests edit sources and configs."""
+    return demo_copy
 
 
 def test_demo_produces_every_canonical_table(finished_run):

@@ -41,7 +41,8 @@ def make_workdir(tmp_path: Path, config_overrides: dict | None = None) -> Path:
 
 
 def finished_demo(tmp_path: Path) -> Path:
-    """A workdir in tmp_path where the default experiment (the demo) has run to the end."""
+    """A workdir in tmp_path where the default experiment (the demo) has run to the end. Tests take the session's
+    one run instead (conftest's `demo_run`, or `demo_copy` for a module that edits or reruns it)."""
     work = make_workdir(tmp_path)
     snakemake(work)
     return work
