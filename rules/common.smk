@@ -237,6 +237,12 @@ def answer_splits(wildcards):
     return config["generation"]["splits"]
 
 
+def splits_matter(dataset):
+    """Whether the dataset's dev / calibration / held-out splits mean anything to this run: a routing pair or
+    answered policies use them; a pure retrieval run reports only the `all` rows."""
+    return bool(routing_targets(dataset) or answer_targets(dataset))
+
+
 def answer_targets(dataset):
     if not POLICIES or not set(POLICIES) - {"closed_book"} <= set(arms_for(dataset)):
         return []

@@ -164,6 +164,8 @@ rule retrieval_summary:
     output:
         csv="results/{dataset}/metrics/summary.csv",
         markdown="results/{dataset}/metrics/summary.md",
+    params:
+        by_split=lambda wildcards: splits_matter(wildcards.dataset),
     log:
         "results/logs/retrieval_summary/{dataset}.log",
     benchmark:
