@@ -71,7 +71,8 @@ def test_graded_measure_on_binary_qrels_warns_naming_the_measure():
 
 def test_summary_table_keeps_split_rows_only_when_splits_matter():
     metrics = pl.DataFrame({"qid": ["q1", "q2"], "measure": ["RR@10", "RR@10"], "value": [1.0, 0.0]})
-    splits = frame([dict(qid="q1", group_id="g1", split="dev"), dict(qid="q2", group_id="g2", split="heldout")], SPLITS)
+    splits = frame([{"qid": "q1", "group_id": "g1", "split": "dev"}, {"qid": "q2", "group_id": "g2", "split": "heldout"}],
+                   SPLITS)
     summary = summarize(metrics, splits, "bm25")
     assert summary_table([summary])["split"].to_list() == ["all", "dev", "heldout"]
     assert summary_table([summary], by_split=False).rows() == [("bm25", "all", 0.5, 2)]
