@@ -65,6 +65,12 @@ def arm_inputs(wildcards):
     return inputs
 
 
+def splits_matter(dataset):
+    """Whether the dataset's dev / calibration / held-out splits mean anything to this run: a routing pair or
+    answered policies use them; a pure retrieval run reports only the `all` rows."""
+    return bool(routing_targets(dataset) or answer_targets(dataset))
+
+
 def retrieval_targets(dataset):
     arms = arms_for(dataset)
     targets = [output_of("run_arm", "trec", dataset=dataset, arm=arm) for arm in arms]
@@ -232,6 +238,8 @@ rule retrieval_summary:
     output:
         csv="results/{dataset}/metrics/summary.csv",
         markdown="results/{dataset}/metrics/summary.md",
+    params:
+        by_split=lambda wildcards: splits_matter(wildcards.dataset),
     log:
         "results/logs/retrieval_summary/{dataset}.log",
     benchmark:

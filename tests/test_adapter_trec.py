@@ -147,6 +147,28 @@ def test_cranfield_empty_documents(cranfield: Ingested) -> None:
     assert orphaned.rows() == [("125", "995", 2)]
 
 
+def test_cranfield_title_prepend_counts_the_title_twice(cranfield: Ingested, tmp_path: Path) -> None:
+    """Issue 18: `.W` already opens with the title (1396 of the 1398 documents with text), so retrieval.title
+    `ignore` indexes title + abstract once (what the README recommends for SMART collections) and `prepend`
+    indexes the title twice. Measured BM25 (k1 0.9, b 0.4, 1000 hits, relevant = codes 1-4): MAP 0.2790 with
+    ignore, 0.2878 with prepend (the README quotes both)."""
+    import polars as pl
+    from workflow_scripts.retrieval.evaluate import parse_measures, per_query
+
+    from workflow_scripts.retrieval import bm25
+
+    units = cranfield.units.filter(pl.col("text") != "")
+    opens = units.filter(pl.col("text").str.starts_with(pl.col("title")))
+    assert (units.height, opens.height) == (1398, 1396)
+    maps = {}
+    for title in ("ignore", "prepend"):
+        bm25.build_index(units, tmp_path / title, threads=2, title=title)
+        ranking, _ = bm25.search(tmp_path / title, cranfield.questions, k=1000, scope="global", threads=2)
+        metrics = per_query(ranking, cranfield.qrels, parse_measures(["AP"]))
+        maps[title] = round(metrics["value"].mean(), 4)
+    assert maps == {"ignore": 0.2790, "prepend": 0.2878}
+
+
 def test_cranfield_queries_are_numbered_in_file_order(cranfield: Ingested) -> None:
     questions = {row["qid"]: row for row in cranfield.questions.iter_rows(named=True)}
     assert questions["3"]["text"] == (  # the file's `.I 004`

@@ -102,3 +102,21 @@ def test_unknown_arm_stage_value(config):
     config["arms"] = {"a": {"first_stage": "splade", "candidates": 5, "keep": 5, "scope": "group"}}
     with pytest.raises(InputError, match=r"arms.a.first_stage = 'splade' is not allowed; expected one of \['bm25', 'dense', 'hybrid'\]"):
         validate_config(config)
+
+
+def test_fusion_depth_default_follows_candidates(config):
+    """Issue 18: a hybrid arm without fusion_depth fuses at max(100, candidates); with candidates 1000 the run is
+    valid (the old constant default 100 stopped it with an error about a value the user never wrote)."""
+    config["arms"].update({
+        "deep": {"first_stage": "hybrid", "candidates": 1000, "keep": 10, "scope": "global"},
+        "shallow": {"first_stage": "hybrid", "candidates": 8, "keep": 5, "scope": "group"},
+        "set": {"first_stage": "hybrid", "candidates": 8, "keep": 5, "scope": "group", "fusion_depth": 30},
+    })
+    arms = validate_config(config)["arms"]
+    assert {name: arms[name]["fusion_depth"] for name in ("deep", "shallow", "set")} == {"deep": 1000, "shallow": 100, "set": 30}
+
+
+def test_fusion_depth_below_candidates_says_how_to_fix(config):
+    config["arms"]["fused"] = {"first_stage": "hybrid", "candidates": 50, "keep": 10, "scope": "group", "fusion_depth": 20}
+    with pytest.raises(InputError, match=r"set fusion_depth >= 50 or leave it out \(default max\(100, candidates\)\)"):
+        validate_config(config)

@@ -6,7 +6,7 @@ import pytest
 
 from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, frame
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.retrieval.evaluate import parse_measures, per_query, summarize
+from workflow_scripts.retrieval.evaluate import level_warnings, parse_measures, per_query, summarize, summary_table
 
 QRELS_TABLE = frame(
     [dict(qid="q1", unit_id="a", relevance=2), dict(qid="q1", unit_id="b", relevance=1),
@@ -51,3 +51,28 @@ def test_summary_per_split_and_overall():
 def test_unknown_measure_names_the_key():
     with pytest.raises(InputError, match="evaluation.measures: cannot parse 'Hits@10'"):
         parse_measures(["Hits@10"])
+
+
+def test_relevance_level_follows_trec_eval_l():
+    """AP(rel=2) is trec_eval's `-l 2` map: only grade >= 2 counts as relevant (q1: a at rank 2 → AP 1/2)."""
+    metrics = per_query(run([("q1", "b", 1, 1.0), ("q1", "a", 2, 1.0)]), QRELS_TABLE, parse_measures(["AP", "AP(rel=2)"]))
+    value = {(q, m): v for q, m, v in metrics.rows()}
+    assert value[("q1", "AP")] == 1.0 and value[("q1", "AP(rel=2)")] == 0.5
+
+
+def test_graded_measure_on_binary_qrels_warns_naming_the_measure():
+    binary = QRELS_TABLE.with_columns(pl.col("relevance").clip(upper_bound=1))
+    measures = parse_measures(["AP(rel=2)", "nDCG@10", "R(rel=2)@100", "AP"])
+    assert [message.split(" counts")[0] for message in level_warnings(measures, binary)] == [
+        "evaluation.measures: AP(rel=2)", "evaluation.measures: R(rel=2)@100"]
+    assert "highest grade is 1 (binary qrels): every value is 0" in level_warnings(measures, binary)[0]
+    assert level_warnings(measures, QRELS_TABLE) == []
+
+
+def test_summary_table_keeps_split_rows_only_when_splits_matter():
+    metrics = pl.DataFrame({"qid": ["q1", "q2"], "measure": ["RR@10", "RR@10"], "value": [1.0, 0.0]})
+    splits = frame([{"qid": "q1", "group_id": "g1", "split": "dev"}, {"qid": "q2", "group_id": "g2", "split": "heldout"}],
+                   SPLITS)
+    summary = summarize(metrics, splits, "bm25")
+    assert summary_table([summary])["split"].to_list() == ["all", "dev", "heldout"]
+    assert summary_table([summary], by_split=False).rows() == [("bm25", "all", 0.5, 2)]

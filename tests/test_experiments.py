@@ -1,10 +1,12 @@
 """Every study config in experiments/ is a complete, valid config on its own (run with --replace-workflow-config)."""
 
 import copy
+import json
 
+import polars as pl
 import pytest
 import yaml
-from workflow_helpers import make_workdir, planned_jobs
+from workflow_helpers import make_workdir, planned_jobs, snakemake
 
 from workflow_scripts.core.config import validate_config
 
@@ -83,3 +85,26 @@ def test_the_vllm_overlay_switches_only_the_backends(project_root, monkeypatch):
         assert config["models"][role]["backend"] == "vllm" and config["models"][role]["vllm"]["kv_cache_gib"] == 2
         assert config["models"][role]["model"] == base["models"][role]["model"]
         assert config["models"][role]["sampling"] == base["models"][role]["sampling"]
+
+
+def test_dl19_pool_runs_from_its_shipped_tsv(tmp_path, project_root):
+    """Issue 18: one pool_tsv dataset entry ingests BERGEN's DL19 pool; a pure retrieval run's summary reports
+    AP(rel=2) and nDCG@10 on the `all` rows only (its splits mean nothing), and the ingest report explains the
+    judged passages outside the pool. BM25 only here (seconds); the README quotes every arm's numbers."""
+    work = make_workdir(tmp_path)
+    config = yaml.safe_load((project_root / "experiments" / "dl19_pool.yaml").read_text())
+    spec = config["datasets"]["dl19"]
+    for key in ("pool", "qrels"):
+        spec[key] = str((project_root / spec[key]).resolve())
+    config["arms"] = {"bm25": config["arms"]["bm25"]}
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work)
+    results = work / "results" / "dl19"
+    summary = pl.read_csv(results / "metrics" / "summary.csv")
+    assert summary["split"].to_list() == ["all"] and summary["questions"].to_list() == [43]
+    assert {"AP(rel=2)", "nDCG@10"} <= set(summary.columns)
+    assert 0.3 < summary["nDCG@10"][0] < 0.7 and 0 < summary["AP(rel=2)"][0] < summary["R(rel=2)@100"][0]
+    assert "| bm25 | all |" in (results / "metrics" / "summary.md").read_text()
+    report = json.loads((results / "ingest_report.json").read_text())
+    assert report["counts"]["qrels_unknown_units"] == 6988
+    assert report["notes"]["qrels_unknown_units"].startswith("expected for a re-ranking pool")

@@ -92,7 +92,9 @@ def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list
         problems.append(f"arms.{name}.keep = {arm['keep']} is larger than candidates = {arm['candidates']}")
     if arm["first_stage"] == "hybrid" and arm["fusion_depth"] < arm["candidates"]:
         problems.append(
-            f"arms.{name}.fusion_depth = {arm['fusion_depth']} is smaller than candidates = {arm['candidates']}"
+            f"arms.{name}.fusion_depth = {arm['fusion_depth']} is smaller than candidates = {arm['candidates']}; "
+            f"fusion cannot pass on more units than it reads: set fusion_depth >= {arm['candidates']} or leave it "
+            f"out (default max(100, candidates))"
         )
     rerankers = config["models"]["rerankers"]
     if arm["rerank"] is not None and arm["rerank"] not in rerankers:
@@ -105,7 +107,18 @@ def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list
     return problems
 
 
+FUSION_DEPTH_FLOOR = 100
+
+
+def fill_arm_defaults(config: dict[str, Any]) -> None:
+    """Defaults that depend on other keys of the same arm (a schema `default` is a constant): fusion_depth =
+    max(100, candidates), so an arm with more candidates than 100 fuses at its own depth."""
+    for arm in config["arms"].values():
+        arm.setdefault("fusion_depth", max(FUSION_DEPTH_FLOOR, arm["candidates"]))
+
+
 def check_arms(config: dict[str, Any]) -> None:
+    fill_arm_defaults(config)
     problems = [problem for name, arm in config["arms"].items() for problem in arm_problems(name, arm, config)]
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))

@@ -2,7 +2,8 @@
 
 In:  a dataset's config entry (`format` and the format's file keys), read by the adapter for that format.
 Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contracts`) and `ingest_report.json`
-     (what was read, dropped, flagged), all written atomically.
+     (what was read, dropped, flagged, and the adapter's `notes` on counts its format makes expected), all
+     written atomically.
 
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
@@ -82,7 +83,7 @@ def clean(ingested: Ingested) -> Ingested:
     counts["qrels_unknown_units"] = qrels.filter(~pl.col("unit_id").is_in(units["unit_id"].implode())).height
     counts["qrels_unknown_questions"] = qrels.filter(~pl.col("qid").is_in(questions["qid"].implode())).height
     counts["questions_empty_text"] = questions.filter(pl.col("text").str.strip_chars() == "").height
-    return Ingested(units=units, questions=questions, qrels=qrels, counts=counts)
+    return Ingested(units=units, questions=questions, qrels=qrels, counts=counts, notes=dict(ingested.notes))
 
 
 def report(ingested: Ingested) -> dict[str, Any]:
@@ -95,12 +96,17 @@ def report(ingested: Ingested) -> dict[str, Any]:
         "groups": ingested.units["group_id"].n_unique(),
         "units_by_kind": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
         "counts": dict(sorted(ingested.counts.items())),
+        **({"notes": dict(sorted(ingested.notes.items()))} if ingested.notes else {}),
     }
 
 
-def log_warnings(dataset: str, counts: Mapping[str, int]) -> None:
+def log_warnings(dataset: str, counts: Mapping[str, int], notes: Mapping[str, str] | None = None) -> None:
+    """Log each non-zero warning count; one the adapter's notes explain is logged as information, with its note."""
+    notes = notes or {}
     for key in ("units_empty_dropped", "qrels_unknown_units", "qrels_unknown_questions", "questions_empty_text"):
-        if counts.get(key):
+        if counts.get(key) and key in notes:
+            log.info("%s: %s = %d (%s)", dataset, key, counts[key], notes[key])
+        elif counts.get(key):
             log.warning("%s: %s = %d", dataset, key, counts[key])
 
 
@@ -115,7 +121,7 @@ def write_outputs(ingested: Ingested, outputs: Mapping[str, str]) -> None:
 def main(smk: Any) -> None:
     dataset = smk.wildcards.dataset
     ingested = load_dataset(dataset, smk.params.spec)
-    log_warnings(dataset, ingested.counts)
+    log_warnings(dataset, ingested.counts, ingested.notes)
     write_outputs(ingested, dict(smk.output.items()))
     log.info("%s: %s", dataset, json.dumps(report(ingested)))
 

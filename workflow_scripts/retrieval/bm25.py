@@ -27,7 +27,7 @@ never leaves a half index at `index_dir` (only a hidden `.<name>.*.partial` fold
 records the settings that define the index (`index_settings` = `engine_settings` + the units' count and hash);
 `check_index` compares them with what the caller expects (either of the two, or any subset).
 
-Search (`search`): BM25 (k1, b; Anserini's BEIR defaults 0.9 / 0.4) over `contents`.
+Search (`search`): BM25 (k1, b; Anserini's BEIR defaults 0.9 / 0.4; config `retrieval.bm25`) over `contents`.
 - `global` scope: the whole index, `SimpleSearcher.batch_search` (Anserini's multi-threaded batch search). `threads`
   is passed on, but Anserini 1.7.1's `SimpleSearcher.batch_search` ignores it: its work-stealing pool uses all
   processors the JVM sees.
@@ -341,7 +341,7 @@ def search_rule(smk: Any) -> None:
     settings = smk.params.bm25
     ranking, empty = search(
         Path(smk.input.index), read_table(smk.input.questions, QUESTIONS), smk.params.depth, smk.wildcards.scope,
-        k1=settings["k1"], b=settings["b"], threads=smk.threads,
+        k1=settings["k1"], b=settings["b"], threads=smk.threads, remove_query=settings["remove_query"],
     )
     write_table(ranking, smk.output.ranking, RANKING)
     log.info("bm25 %s: %d questions ranked, %d with no ranking %s", smk.wildcards.scope, ranking["qid"].n_unique(), len(empty), empty[:5])

@@ -1,8 +1,11 @@
 """Retrieval evaluation with ir-measures: per-query and aggregate metrics of every arm's run.
 
 In:  an arm's RUNS table, the dataset's qrels and splits; measure names in ir-measures syntax (Success@10 is
-     Study A's hit@10, RR@10 is MRR@10, nDCG@10 honours graded relevance, R@k, AP, P@k …).
-Out: per-query metrics (qid, split, measure, value) and an aggregate summary per split and overall.
+     Study A's hit@10, RR@10 is MRR@10, nDCG@10 honours graded relevance, R@k, AP, P@k …). On graded qrels a
+     binary measure counts relevance >= 1 unless given a level: AP(rel=2) is trec_eval's `-l 2` map (what DL19
+     tables report), R(rel=2)@100 its recall; a level above the qrels' highest grade is logged as a warning.
+Out: per-query metrics (qid, split, measure, value) and an aggregate summary per split and overall; the
+     retrieval summary keeps the per-split rows only when the run uses the splits (routing or answers).
 
 Semantics are trec_eval's with `-c`: a query with relevant qrels but an empty ranking scores 0. Questions with
 no relevant unit at all (e.g. unalignable evidence) are excluded from every metric and counted in the summary.
@@ -36,6 +39,18 @@ def parse_measures(names: Iterable[str]) -> list:
     return measures
 
 
+def level_warnings(measures: list, qrels: pl.DataFrame) -> list[str]:
+    """A message per measure whose relevance level (`rel=`) exceeds the qrels' highest grade: on binary qrels
+    AP(rel=2) finds nothing relevant and scores 0 everywhere."""
+    top = qrels["relevance"].max() if qrels.height else 0
+    return [
+        f"evaluation.measures: {measure} counts only relevance >= {measure.params['rel']}, but the qrels' highest "
+        f"grade is {top}{' (binary qrels)' if top == 1 else ''}: every value is 0; drop rel= for these qrels"
+        for measure in measures
+        if (measure.params.get("rel") or 0) > (top or 0)
+    ]
+
+
 def per_query(run: pl.DataFrame, qrels: pl.DataFrame, measures: list) -> pl.DataFrame:
     """One row per (judged query, measure) with its value; judged queries missing from the run score 0."""
     judged = qrels.filter(pl.col("relevance") > 0)["qid"].unique()
@@ -58,9 +73,12 @@ def summarize(metrics: pl.DataFrame, splits: pl.DataFrame, arm: str) -> pl.DataF
     )
 
 
-def summary_table(summaries: list[pl.DataFrame]) -> pl.DataFrame:
-    """All arms' summaries side by side: one row per (arm, split), one column per measure."""
+def summary_table(summaries: list[pl.DataFrame], by_split: bool = True) -> pl.DataFrame:
+    """All arms' summaries side by side: one row per (arm, split), one column per measure; only the `all` rows
+    unless `by_split` (the dev / calibration / held-out split means something only to routing and answers)."""
     combined = pl.concat(summaries)
+    if not by_split:
+        combined = combined.filter(pl.col("split") == "all")
     wide = combined.pivot(on="measure", index=["arm", "split"], values="mean")
     counts = combined.group_by("arm", "split").agg(pl.col("questions").max())
     return wide.join(counts, on=["arm", "split"]).sort(["split", "arm"])
@@ -80,7 +98,10 @@ def evaluate_arm(smk: Any) -> None:
     run = read_table(smk.input.run, RUNS)
     qrels = read_table(smk.input.qrels, QRELS)
     splits = read_table(smk.input.splits, SPLITS)
-    metrics = per_query(run, qrels, parse_measures(smk.params.measures))
+    measures = parse_measures(smk.params.measures)
+    for message in level_warnings(measures, qrels):
+        log.warning(message)
+    metrics = per_query(run, qrels, measures)
     unjudged = splits.height - metrics["qid"].n_unique()
     log.info("%s: %d questions without a relevant unit are excluded from the metrics", smk.wildcards.arm, unjudged)
     write_parquet_atomic(metrics, smk.output.metrics)
@@ -88,7 +109,7 @@ def evaluate_arm(smk: Any) -> None:
 
 
 def retrieval_summary(smk: Any) -> None:
-    table = summary_table([pl.read_parquet(path) for path in smk.input])
+    table = summary_table([pl.read_parquet(path) for path in smk.input], smk.params.by_split)
     write_text_atomic(table.write_csv(float_precision=6), smk.output.csv)
     write_text_atomic(markdown(table), smk.output.markdown)
 

@@ -2,7 +2,8 @@
 
 In:  a dataset's config entry (`format` plus the format's file keys; paths relative to the project root).
 Out: an `Ingested` bundle — `units`, `questions` and `qrels` frames that satisfy `contracts`, plus named counts
-     of everything the adapter skipped, repaired or flagged (they go to the ingest log and report).
+     of everything the adapter skipped, repaired or flagged, and notes that explain a count the format makes
+     expected (both go to the ingest log and report).
 
 `ADAPTERS` maps each config `format` value to its loader; `ingest.py` applies the shared clean-up and checks.
 """
@@ -21,6 +22,7 @@ class Ingested:
     questions: pl.DataFrame
     qrels: pl.DataFrame
     counts: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # count name → why this format makes that count expected
 
 
 Loader = Callable[[Mapping, str], Ingested]

@@ -8,12 +8,24 @@ Out: its loader (`Loader`) and its file keys (the ingest rule declares those fil
 from __future__ import annotations
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Loader, arxiv, beir, hotpotqa, musique, qasper, trec, twowiki, unarxive
+from workflow_scripts.ingest.adapters import (
+    Loader,
+    arxiv,
+    beir,
+    hotpotqa,
+    musique,
+    pool,
+    qasper,
+    trec,
+    twowiki,
+    unarxive,
+)
 
 ADAPTERS: dict[str, tuple[Loader, tuple[str, ...]]] = {
     "qasper": (qasper.load, ("path",)),
     "beir": (beir.load, ("corpus", "queries", "qrels")),
     "trec": (trec.load, ("collection", "topics", "qrels")),
+    "pool_tsv": (pool.load, ("pool", "qrels")),
     "hotpotqa": (hotpotqa.load_hotpotqa, ("path",)),
     "ircot": (hotpotqa.load_ircot, ("path",)),
     "musique": (musique.load, ("path",)),

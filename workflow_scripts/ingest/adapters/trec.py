@@ -11,7 +11,8 @@ In:  the dataset's config entry with three file keys, each with a format key:
                    meta are null (the title is only the first line of text; it is not repeated in `title`).
        "smart":    SMART records (`.I id`, then `.T` title, `.A` authors, `.B` biblio, `.W` text; Cranfield's
                    cran.all.1400). unit_id = the `.I` number without leading zeros. title = `.T` (null when
-                   empty), text = `.W` as found (Cranfield's `.W` starts by repeating the title), meta = JSON
+                   empty), text = `.W` as found (Cranfield's `.W` starts by repeating the title, so
+                   `retrieval.title: ignore` indexes title + abstract once; `prepend` doubles the title), meta = JSON
                    {"authors", "biblio"}. Every field's lines are whitespace-collapsed and joined with one space.
                    A marker already seen in the same record (Cranfield docs 240, 576, 578 carry stray `.A`, `.B`,
                    `.W` lines inside their text) does not open a field: its lines continue the current field;
