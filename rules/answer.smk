@@ -27,7 +27,7 @@ def answer_splits(wildcards):
         for side in (pair["base"], pair["alternative"])
     }
     if wildcards.policy in labelled:
-        return list(vocabulary.SPLITS)
+        return list(vocabulary.SPLIT_ORDER)
     return config["generation"]["splits"]
 
 

@@ -4,7 +4,7 @@
 # function).
 import sys
 
-from workflow_scripts.core.config import validate_config
+from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
 from workflow_scripts.core.vocabulary import is_retrieval_pair

@@ -153,9 +153,9 @@ def test_cranfield_title_prepend_counts_the_title_twice(cranfield: Ingested, tmp
     indexes the title twice. Measured BM25 (k1 0.9, b 0.4, 1000 hits, relevant = codes 1-4): MAP 0.2790 with
     ignore, 0.2878 with prepend (the README quotes both)."""
     import polars as pl
-    from workflow_scripts.retrieval.evaluate import parse_measures, per_query
 
     from workflow_scripts.retrieval import bm25
+    from workflow_scripts.retrieval.evaluate import parse_measures, per_query
 
     units = cranfield.units.filter(pl.col("text") != "")
     opens = units.filter(pl.col("text").str.starts_with(pl.col("title")))

@@ -14,7 +14,7 @@ import yaml
 from conftest import PROJECT_ROOT
 from workflow_helpers import make_workdir, snakemake
 
-from workflow_scripts.core.config import validate_config
+from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.stage import load_dataset
 

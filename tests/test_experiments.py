@@ -8,7 +8,7 @@ import pytest
 import yaml
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core.config import validate_config
+from workflow_scripts.config.validate import validate_config
 
 
 @pytest.fixture()

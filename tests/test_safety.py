@@ -24,7 +24,7 @@ import yaml
 from conftest import PROJECT_ROOT
 from workflow_helpers import SNAKEMAKE, make_workdir
 
-from workflow_scripts.core.config import validate_config
+from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 
 FAKE_KEY = "sk-ragfrontier-test-4f1c9a7e2b"

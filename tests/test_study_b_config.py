@@ -6,7 +6,7 @@ import copy
 import pytest
 import yaml
 
-from workflow_scripts.core.config import validate_config
+from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 
 

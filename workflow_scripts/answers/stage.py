@@ -29,6 +29,7 @@ import polars as pl
 from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RUNS, SPLITS, UNITS, read_table, write_table
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
@@ -36,7 +37,6 @@ from workflow_scripts.routing.stats import compare_policies
 
 log = logging.getLogger("ragfrontier.answer")
 
-CLOSED_BOOK = "closed_book"
 JUDGES = {"study_a": judges.STUDY_A, "study_c": judges.STUDY_C}
 
 
@@ -61,7 +61,8 @@ def generate_rule(smk: Any) -> None:
     questions = answered_questions(smk)
     shown = evidence(smk, questions)
     templates = load_templates(smk.params.prompts)
-    template = templates["answer_closed_book" if smk.wildcards.policy == CLOSED_BOOK else "answer_rag"]
+    (name,) = ANSWER_TEMPLATES[CLOSED_BOOK if smk.wildcards.policy == CLOSED_BOOK else "retrieval"]
+    template = templates[name]
     requests = [llm.Request(qid, template, {"question": text}, shown[qid]) for qid, text in questions.select("qid", "text").iter_rows()]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
     write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, GENERATIONS)

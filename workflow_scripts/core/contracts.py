@@ -4,7 +4,7 @@ Every table's schema lives here and nowhere else, grouped by the stage that writ
 generation (LLM cache, generations), judging, utility labels, router features, routers, budget frontiers and
 paired comparisons, with the enumerations and column-name tuples they are built from. `CONTRACTS` maps each
 table name to its contract. Stage modules import their contracts from here; this module imports no other
-stage module (only `errors` and `atomic`), so it can never take part in an import cycle.
+stage module (only `errors`, `atomic` and `vocabulary`), so it can never take part in an import cycle.
 
 In:  a polars DataFrame (or rows as dicts) that a stage produced.
 Out: the same data cast to the contract's column order and types, written atomically (`core/atomic.py`), so a
@@ -25,6 +25,7 @@ import polars as pl
 
 from workflow_scripts.core.atomic import write_parquet_atomic
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import SPLIT_ORDER
 
 
 class ContractError(InputError):
@@ -53,7 +54,7 @@ class Contract:
 # --- Ingest (ingest/stage.py, ingest/splits.py): units, questions, relevance judgments and the grouped splits
 
 UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})
-SPLIT_NAMES = frozenset({"dev", "calibration", "heldout"})
+SPLIT_NAMES = frozenset(SPLIT_ORDER)
 
 UNITS = Contract(
     name="units",

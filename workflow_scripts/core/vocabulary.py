@@ -17,7 +17,7 @@ def ranking_name(method: str, scope: str) -> str:
 
 
 # --- Splits (ingest/splits.py): routers are fitted on dev, thresholds calibrated on calibration, scored on heldout
-SPLITS = ("dev", "calibration", "heldout")
+SPLIT_ORDER = ("dev", "calibration", "heldout")
 
 # --- Policies
 CLOSED_BOOK = "closed_book"  # the policy that answers without retrieval: Study B's base

@@ -52,7 +52,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
-from workflow_scripts.retrieval.arms import candidates, first_stages
+from workflow_scripts.retrieval.arms import candidates_from, first_stages
 from workflow_scripts.routing.frontiers import frontier_table
 from workflow_scripts.routing.routers import read_artifact
 
@@ -393,7 +393,7 @@ def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], 
     """Arm → its reranker candidate pairs (qid, unit_id); `rankings` maps '<method>_<scope>' to a ranking file."""
     loaded = {key: read_table(path, RANKING) for key, path in rankings.items()}
     return {
-        name: candidates(arms[name], {method: loaded[f"{method}_{arms[name]['scope']}"] for method in first_stages(arms[name])}).select("qid", "unit_id")
+        name: candidates_from(arms[name], loaded).select("qid", "unit_id")
         for name in names if name in arms and arms[name].get("rerank")
     }
 

@@ -19,10 +19,10 @@ import polars as pl
 from workflow_scripts.core.contracts import QUESTIONS, SPLITS, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import SPLIT_ORDER
 
 log = logging.getLogger("ragfrontier.splits")
 
-SPLIT_ORDER = ("dev", "calibration", "heldout")
 
 
 def check_fractions(fractions: Mapping[str, float]) -> None:

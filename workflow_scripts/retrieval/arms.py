@@ -20,6 +20,7 @@ import polars as pl
 from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import RANKING, RUNS, conform, read_table, write_table
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import ranking_name
 from workflow_scripts.retrieval.fusion import rrf
 
 log = logging.getLogger("ragfrontier.arms")
@@ -66,6 +67,12 @@ def candidates(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> 
         _, rank = STAGE_COLUMNS[arm["first_stage"]]
         table = parts[0].with_columns(pl.col(rank).alias("rank"))
     return table.filter(pl.col("rank") <= arm["candidates"])
+
+
+def candidates_from(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """`candidates` from the shared first-stage rankings keyed by `vocabulary.ranking_name` (as a rerank or cost
+    job receives them)."""
+    return candidates(arm, {method: rankings[ranking_name(method, arm["scope"])] for method in first_stages(arm)})
 
 
 def final_run(arm: Mapping[str, Any], pool: pl.DataFrame, rerank_scores: pl.DataFrame | None) -> pl.DataFrame:

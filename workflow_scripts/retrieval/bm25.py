@@ -64,6 +64,7 @@ from workflow_scripts.core.atomic import atomic_folder, write_json_atomic
 from workflow_scripts.core.contracts import QUESTIONS, RANKING, UNITS, conform, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.lucene import anserini_jar_folder, pyserini_ready
 from workflow_scripts.retrieval.unit_text import unit_texts
 
@@ -72,7 +73,6 @@ log = logging.getLogger("ragfrontier.bm25")
 MANIFEST = "manifest.json"
 LAYOUT = "ragfrontier-bm25-flat-v1"
 GROUP_FIELD = "group"
-SCOPES = ("global", "group")
 BATCH = 10_000
 Hits = tuple[str, list[str], list[float]]  # one question: qid, unit ids and scores in Lucene's order
 ANALYZER = (

@@ -39,13 +39,13 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.unit_text import unit_texts
 
 log = logging.getLogger(__name__)
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 INDEX_PARAMS = {"flat": set(), "ivf": {"nlist", "nprobe"}, "hnsw": {"M", "efConstruction", "efSearch"}}
-SCOPES = ("global", "group")
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

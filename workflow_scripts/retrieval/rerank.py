@@ -48,7 +48,7 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
-from workflow_scripts.retrieval.arms import candidates, first_stages
+from workflow_scripts.retrieval.arms import candidates_from
 from workflow_scripts.retrieval.unit_text import unit_texts
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def load_scorer(
 def candidate_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """The union of (qid, unit_id) candidate pairs of every arm; `rankings` is keyed "<method>_<scope>"."""
     pools = [
-        candidates(arm, {method: rankings[f"{method}_{arm['scope']}"] for method in first_stages(arm)}).select("qid", "unit_id")
+        candidates_from(arm, rankings).select("qid", "unit_id")
         for arm in arms.values()
     ]
     return pl.concat(pools).unique().sort(["qid", "unit_id"])

@@ -67,7 +67,6 @@ from workflow_scripts.retrieval.fusion import rrf
 
 log = logging.getLogger("ragfrontier.strategies")
 
-STRATEGIES = ("classic", "rephrased", "rephrased_reranked", "fusion", "tool_call", "colbert")
 Hits = list[tuple[str, float]]
 
 

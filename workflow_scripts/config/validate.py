@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
+from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORERS, is_retrieval_pair
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 
@@ -124,7 +125,6 @@ def check_arms(config: dict[str, Any]) -> None:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
 
 
-STUDY_B_SCORERS = ("em", "f1", "contains")
 
 
 def study_b_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
@@ -135,9 +135,9 @@ def study_b_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) ->
     if pair["alternative"] not in config["arms"]:
         problems.append(f"{where}.alternative = {pair['alternative']!r} names no arm (a pair with base closed_book "
                         f"needs a retrieval arm to answer from); arms: {sorted(config['arms'])}")
-    if pair["measure"] not in STUDY_B_SCORERS:
+    if pair["measure"] not in SCORERS:
         problems.append(f"{where}.measure = {pair['measure']!r} is not an answer scorer; a pair with base closed_book "
-                        f"scores answers with one of {list(STUDY_B_SCORERS)}")
+                        f"scores answers with one of {list(SCORERS)}")
     if "base_arm" in pair["features"]:
         problems.append(f"{where}.features: 'base_arm' reads the base arm's run, but closed_book retrieves nothing "
                         f"(use query_only, uncertainty, retrieval_score)")
@@ -149,7 +149,7 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
     if pair["base"] == pair["alternative"]:
         same = f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}"
         return [f"{same}; a router chooses between two different policies"]
-    if pair["base"] == "closed_book":
+    if is_retrieval_pair(pair):
         problems = study_b_problems(name, pair, config)
     else:
         problems = [
@@ -164,15 +164,15 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
             )
     if problems:
         return problems
-    retrieval_arm = pair["alternative"] if pair["base"] == "closed_book" else pair["base"]
+    retrieval_arm = pair["alternative"] if is_retrieval_pair(pair) else pair["base"]
     scope = config["arms"][retrieval_arm]["scope"]
     families = pair["features"]
-    if "uncertainty" in families and pair["base"] != "closed_book":
+    if "uncertainty" in families and not is_retrieval_pair(pair):
         problems.append(
             f"routing.pairs.{name}.features: 'uncertainty' needs the closed-book answers (generate_answers for "
             f"policy closed_book), which only a pair with base closed_book (Study B) configures"
         )
-    if "base_arm" in families and pair["base"] != "closed_book":
+    if "base_arm" in families and not is_retrieval_pair(pair):
         base = config["arms"][pair["base"]]
         if base["first_stage"] == "bm25" or not base["rerank"]:
             problems.append(
@@ -208,7 +208,7 @@ def check_routing(config: dict[str, Any]) -> None:
 
 
 def check_generation(config: dict[str, Any]) -> None:
-    unknown = [policy for policy in config["generation"]["policies"] if policy != "closed_book" and policy not in config["arms"]]
+    unknown = [policy for policy in config["generation"]["policies"] if policy != CLOSED_BOOK and policy not in config["arms"]]
     if unknown:
         raise InputError(
             f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; arms: {sorted(config['arms'])}"
