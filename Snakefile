@@ -1,5 +1,5 @@
 # ragfrontier — one DAG from raw datasets to retrieval, generation, routing and reports.
-# The stages live in rules/*.smk (read them in this order); their logic in workflow_scripts/<stage>.py.
+# The stages live in rules/*.smk (read them in this order); their logic in workflow_scripts/<stage>/ (README, "Layout").
 from snakemake.utils import min_version
 
 min_version("9.0")
