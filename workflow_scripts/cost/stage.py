@@ -310,7 +310,7 @@ def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) ->
     if not sources:
         return table
     dataset = table["dataset"][0] if table.height else ""
-    rows = [stage_rows(source, table.select("qid").unique()).with_columns(pl.lit(dataset).alias("dataset")).select(COST_LEDGER.columns)
+    rows = [stage_rows(source, table.select("qid").unique()).with_columns(pl.lit(dataset).alias("dataset")).select(list(COST_LEDGER.columns))
             for source in sources]
     return conform(pl.concat([table, *rows], how="vertical_relaxed"), COST_LEDGER)
 
