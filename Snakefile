@@ -1,5 +1,6 @@
 # ragfrontier — one DAG from raw datasets to retrieval, generation, routing and reports.
-# The stages live in rules/*.smk (read them in this order); their logic in workflow_scripts/<stage>/ (README, "Layout").
+# The stages live in rules/*.smk (read them in this order), each after its input functions (rules/inputs/); their
+# logic in workflow_scripts/<stage>/ (README, "Layout").
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -9,12 +10,19 @@ configfile: "config.yaml"
 
 
 include: "rules/common.smk"
+include: "rules/inputs/ingest.smk"
 include: "rules/ingest.smk"
+include: "rules/inputs/retrieve.smk"
 include: "rules/retrieve.smk"
+include: "rules/inputs/route.smk"
 include: "rules/route.smk"
+include: "rules/inputs/answer.smk"
 include: "rules/answer.smk"
+include: "rules/inputs/review.smk"
 include: "rules/review.smk"
+include: "rules/inputs/report.smk"
 include: "rules/report.smk"
+include: "rules/inputs/study_c.smk"
 include: "rules/study_c.smk"
 
 

@@ -1,7 +1,7 @@
 # Config validation (before any job), the wildcards, and the few helpers every stage file uses. Each stage's own
-# input functions sit at the top of its file; a path is written once, in the `output:` of the rule that makes it,
-# and read elsewhere as `rules.<rule>.output.<key>` (in a rule) or `output_of("<rule>", "<key>", ...)` (in a
-# function).
+# input functions sit in rules/inputs/<stage>.smk, included just before its rules. A path is written once, in the
+# `output:` of the rule that makes it, and read elsewhere as `rules.<rule>.output.<key>` (in a rule) or
+# `output_of("<rule>", "<key>", ...)` (in a function).
 import sys
 
 from workflow_scripts.config.validate import validate_config

@@ -11,7 +11,7 @@ PAIR = "keep_vs_hybrid"
 
 
 def overlay(work, name, settings):
-    (work / f"{name}.yaml").write_text(yaml.safe_dump(settings))
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))  # as a user edits: keys keep their order
     return ("--configfile", f"{name}.yaml")
 
 
@@ -34,9 +34,9 @@ def test_editing_the_answer_prompt_does_not_touch_the_judges_params_or_retrieval
 def test_adding_a_routing_pair_reruns_nothing_of_the_other_pairs(demo_copy):
     config = yaml.safe_load((demo_copy / "config.yaml").read_text())
     pairs = dict(config["routing"]["pairs"])
-    pairs["dense_vs_hybrid"] = {**pairs[PAIR], "base": "dense"}
+    pairs["keep_vs_rrf"] = {**pairs[PAIR], "alternative": "rrf"}
     edit = overlay(demo_copy, "new_pair", {"routing": {"pairs": pairs}})
-    # only the new pair's five routing jobs and the summary that lists every pair; dense is not answered, so the
+    # only the new pair's five routing jobs and the summary that lists every pair; rrf is not answered, so the
     # new pair is not costed, and the ledger (which holds no pair's own stage) stays as it is
     assert planned_jobs(demo_copy, *edit) == {
         "all": 1, "route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1,

@@ -1,0 +1,46 @@
+# Input functions, params and targets of the rules in rules/answer.smk (kept apart from the rules, as
+# Snakemake's linter asks).
+
+
+def answer_inputs(wildcards):
+    """Questions, splits and units, plus the arm's run for a retrieval policy (closed_book reads none)."""
+    dataset = wildcards.dataset
+    inputs = {
+        "questions": output_of("ingest", "questions", dataset=dataset),
+        "splits": output_of("splits", "splits", dataset=dataset),
+        "units": output_of("ingest", "units", dataset=dataset),
+    }
+    if wildcards.policy != vocabulary.CLOSED_BOOK:
+        inputs["run"] = output_of("run_arm", "run", dataset=dataset, arm=wildcards.policy)
+    return inputs
+
+
+def answer_splits(wildcards):
+    """The splits a policy is answered on: generation.splits, and every split when a Study B pair labels it
+    (its routers are fitted on dev, calibrated on calibration and scored on held-out)."""
+    labelled = {
+        side
+        for pair in config["routing"]["pairs"].values()
+        if is_retrieval_pair(pair)
+        for side in (pair["base"], pair["alternative"])
+    }
+    if wildcards.policy in labelled:
+        return list(vocabulary.SPLIT_ORDER)
+    return config["generation"]["splits"]
+
+
+def answer_templates(wildcards):
+    """The overrides of the one answer template the policy renders."""
+    kind = vocabulary.CLOSED_BOOK if wildcards.policy == vocabulary.CLOSED_BOOK else "retrieval"
+    return prompt_overrides(vocabulary.ANSWER_TEMPLATES[kind])
+
+
+def judged(dataset, judge):
+    """Every policy's judgments by `judge` (vocabulary.JUDGES) on `dataset`."""
+    return [output_of("judge_answers", judge, dataset=dataset, policy=policy) for policy in POLICIES]
+
+
+def answer_targets(dataset):
+    if not POLICIES or not set(POLICIES) - {vocabulary.CLOSED_BOOK} <= set(arms_for(dataset)):
+        return []
+    return [output_of("answer_summary", "summary", dataset=dataset), output_of("answer_summary", "comparisons", dataset=dataset)]

@@ -1,0 +1,16 @@
+# Input functions, params and targets of the rules in rules/ingest.smk (kept apart from the rules, as
+# Snakemake's linter asks).
+
+
+def dataset_files(wildcards):
+    """The raw files of one dataset (its format's file keys), so editing a source file reruns ingest."""
+    from workflow_scripts.ingest.adapters.registry import adapter_for
+
+    spec = config["datasets"][wildcards.dataset]
+    return {key: spec[key] for key in adapter_for(wildcards.dataset, spec["format"])[1]}
+
+
+def ingest_targets(dataset):
+    return [output_of("ingest", key, dataset=dataset) for key in ("units", "questions", "qrels", "report")] + [
+        output_of("splits", "splits", dataset=dataset)
+    ]

@@ -1,0 +1,89 @@
+# Input functions, params and targets of the rules in rules/report.smk (kept apart from the rules, as
+# Snakemake's linter asks).
+
+
+FIGURES = ["frontiers", "calibration", "outcomes", "utility", "cost_breakdown", "cost_frontiers"]
+STUDY_C_FIGURES = ["metrics", "paired", "cost"]
+
+
+def answered_policies(dataset):
+    """Policies with an answers table: generation.policies (when answered) and both sides of Study B pairs."""
+    policies = list(POLICIES) if answer_targets(dataset) else []
+    for name in routed_pairs(dataset):
+        pair = config["routing"]["pairs"][name]
+        policies += [side for side in (pair["base"], pair["alternative"]) if is_retrieval_pair(pair)]
+    return sorted(set(policies))
+
+
+def cost_sources(wildcards):
+    """Every per-query stage instance of the dataset: its table(s), benchmark file and device (see cost/stage.py).
+    A routing pair's own stage (its features) is not among them: route_costs adds it (`pair_sources`)."""
+    from workflow_scripts.retrieval.arms import first_stages
+
+    dataset = wildcards.dataset
+    arms = arms_for(dataset)
+    sources = []
+    methods = sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)})
+    for method, scope in methods:
+        device = config["models"]["embedder"]["device"] if method == "dense" else "cpu"
+        sources.append({"stage": f"retrieve_{method}", "component": scope, "device": device,
+                        "tables": [output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=scope)],
+                        "benchmark": benchmark_of(f"retrieve_{method}", dataset=dataset, scope=scope)})
+    for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
+        sources.append({"stage": "rerank", "component": reranker, "device": config["models"]["rerankers"][reranker]["device"],
+                        "tables": [output_of("rerank", "scores", dataset=dataset, reranker=reranker)],
+                        "benchmark": benchmark_of("rerank", dataset=dataset, reranker=reranker)})
+    for arm in sorted(arms):
+        sources.append({"stage": "run_arm", "component": arm, "tables": [output_of("run_arm", "run", dataset=dataset, arm=arm)],
+                        "benchmark": benchmark_of("run_arm", dataset=dataset, arm=arm)})
+    for policy in answered_policies(dataset):
+        sources.append({"stage": "generate_answers", "component": policy,
+                        "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
+                        "benchmark": benchmark_of("generate_answers", dataset=dataset, policy=policy)})
+    judge = config["models"]["judge"]
+    for policy in POLICIES if answer_targets(dataset) else []:
+        sources.append({"stage": "judge_answers", "component": policy,
+                        "device": judge.get("base_url") or judge.get("device", "cpu"),
+                        "tables": [output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES],
+                        "benchmark": benchmark_of("judge_answers", dataset=dataset, policy=policy)})
+    return sources
+
+
+def cost_source_files(wildcards):
+    return [path for source in cost_sources(wildcards) for path in (*source["tables"], source["benchmark"])]
+
+
+def cost_pairs(dataset):
+    """The routing pairs of the dataset a policy can be costed for: Study B's, and Study A's whose two policies
+    are answered on held-out."""
+    answered = set(POLICIES) if answer_targets(dataset) and "heldout" in config["generation"]["splits"] else set()
+    pairs = config["routing"]["pairs"]
+    return sorted(
+        name
+        for name in routed_pairs(dataset)
+        if is_retrieval_pair(pairs[name]) or {pairs[name]["base"], pairs[name]["alternative"]} <= answered
+    )
+
+
+def report_targets(dataset):
+    """The dataset's ledger, and per costed pair its cost tables and figures."""
+    targets = [output_of("cost_ledger", "ledger", dataset=dataset)] if arms_for(dataset) else []
+    for pair in cost_pairs(dataset):
+        targets += [output_of("report_figures", figure, dataset=dataset, pair=pair) for figure in FIGURES]
+    if study_c_targets(dataset):
+        targets += [output_of("study_c_figures", figure, dataset=dataset) for figure in STUDY_C_FIGURES]
+    return targets
+
+
+def summary_inputs(wildcards):
+    """Every table summary.md quotes, per dataset: retrieval metrics, answers, routing and cost."""
+    inputs = []
+    for dataset in DATASETS:
+        if arms_for(dataset):
+            inputs += [output_of("retrieval_summary", "csv", dataset=dataset), output_of("cost_ledger", "stages", dataset=dataset)]
+        inputs += [path for path in answer_targets(dataset) if path.endswith(".csv")]
+        inputs += [path for path in routing_targets(dataset) if path.endswith((".csv", "audit.parquet"))]
+        for pair in cost_pairs(dataset):
+            inputs += [output_of("route_costs", key, dataset=dataset, pair=pair) for key in ("policies_csv", "reuse_csv", "frontiers")]
+        inputs += study_c_targets(dataset)  # its tables in Markdown, quoted as they are
+    return inputs

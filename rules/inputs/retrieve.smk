@@ -1,0 +1,76 @@
+# Input functions, params and targets of the rules in rules/retrieve.smk (kept apart from the rules, as
+# Snakemake's linter asks).
+
+
+def first_stage_depth(dataset, method, scope):
+    """How deep the shared first-stage ranking (method, scope) must go: the deepest any arm reads it."""
+    from workflow_scripts.retrieval.arms import first_stage_depth as depth_of, first_stages
+
+    return max(
+        depth_of(arm)
+        for arm in arms_for(dataset).values()
+        if arm["scope"] == scope and method in first_stages(arm)
+    )
+
+
+def first_stage_files(dataset, arm):
+    """first-stage method → the shared ranking file an arm reads."""
+    from workflow_scripts.retrieval.arms import first_stages
+
+    return {
+        method: output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=arm["scope"])
+        for method in first_stages(arm)
+    }
+
+
+def ranking_files(dataset, arms):
+    """'<method>_<scope>' (vocabulary.ranking_name) → ranking file, for every first stage of `arms`."""
+    return {
+        vocabulary.ranking_name(method, arm["scope"]): path
+        for arm in arms
+        for method, path in first_stage_files(dataset, arm).items()
+    }
+
+
+def dense_search_inputs(wildcards):
+    inputs = {
+        "vectors": output_of("embed_units", "vectors", dataset=wildcards.dataset),
+        "question_vectors": output_of("embed_units", "questions", dataset=wildcards.dataset),
+        "questions": output_of("ingest", "questions", dataset=wildcards.dataset),
+    }
+    if wildcards.scope == "global":
+        inputs["index"] = output_of("index_dense", "index", dataset=wildcards.dataset)
+    return inputs
+
+
+def arms_reranked_by(dataset, reranker):
+    return {name: arm for name, arm in arms_for(dataset).items() if arm.get("rerank") == reranker}
+
+
+def rerank_inputs(wildcards):
+    """The first-stage rankings of every arm reranked by this reranker, plus the texts to score."""
+    return {
+        "units": output_of("ingest", "units", dataset=wildcards.dataset),
+        "questions": output_of("ingest", "questions", dataset=wildcards.dataset),
+        **ranking_files(wildcards.dataset, arms_reranked_by(wildcards.dataset, wildcards.reranker).values()),
+    }
+
+
+def arm_inputs(wildcards):
+    arm = config["arms"][wildcards.arm]
+    inputs = first_stage_files(wildcards.dataset, arm)
+    if arm.get("rerank"):
+        inputs["rerank"] = output_of("rerank", "scores", dataset=wildcards.dataset, reranker=arm["rerank"])
+    return inputs
+
+
+def splits_matter(dataset):
+    """Whether the dataset's dev / calibration / held-out splits mean anything to this run: a routing pair or
+    answered policies use them; a pure retrieval run reports only the `all` rows."""
+    return bool(routing_targets(dataset) or answer_targets(dataset))
+
+
+def retrieval_targets(dataset):
+    arms = arms_for(dataset)
+    targets = [output_of("run_arm", "trec", dataset=dataset, arm=arm) for arm in arms]
+    return targets + ([output_of("retrieval_summary", "markdown", dataset=dataset)] if arms else [])

@@ -1,0 +1,36 @@
+# Input functions, params and targets of the rules in rules/review.smk (kept apart from the rules, as
+# Snakemake's linter asks).
+
+
+def review_inputs(wildcards):
+    """Both judges' judgments and the answers of every policy, the runs shown as evidence, questions and units."""
+    dataset = wildcards.dataset
+    return {
+        **{judge: judged(dataset, judge) for judge in vocabulary.JUDGES},
+        "answers": [output_of("generate_answers", "answers", dataset=dataset, policy=policy) for policy in POLICIES],
+        "runs": [shown for shown in shown_runs(wildcards).values() if shown],
+        "questions": output_of("ingest", "questions", dataset=dataset),
+        "units": output_of("ingest", "units", dataset=dataset),
+    }
+
+
+def shown_runs(wildcards):
+    """policy → the run whose units the answer saw (None for closed_book)."""
+    return {
+        policy: None if policy == vocabulary.CLOSED_BOOK else output_of("run_arm", "run", dataset=wildcards.dataset, arm=policy)
+        for policy in POLICIES
+    }
+
+
+def reviewed_sheet(wildcards):
+    return config["review"]["reviewed"][wildcards.dataset][wildcards.judge]
+
+
+def review_targets(dataset):
+    """The review sheets wherever answers are judged, and the agreement of every sheet the config names."""
+    if not answer_targets(dataset):
+        return []
+    reviewed = config["review"]["reviewed"].get(dataset, {})
+    return [output_of("review_export", judge, dataset=dataset) for judge in vocabulary.JUDGES] + [
+        output_of("review_agreement", "agreement", dataset=dataset, judge=judge) for judge in vocabulary.JUDGES if judge in reviewed
+    ]
