@@ -52,3 +52,12 @@ def test_remove_partials_matches_every_writer_and_spares_caches(tmp_path):
     assert sorted(removed) == sorted(names)
     assert not any(path.exists() for path in names)
     assert cached.exists() and kept.exists()
+
+
+def test_a_folder_built_twice_at_once_keeps_the_first_without_replace(tmp_path):
+    target = tmp_path / "model"
+    with atomic.atomic_folder(target, replace=False) as first, atomic.atomic_folder(target, replace=False) as second:
+        (first / "config.json").write_text("first")
+        (second / "config.json").write_text("second")
+    assert (target / "config.json").read_text() == "second"  # the inner write finished first and won
+    assert sorted(os.listdir(tmp_path)) == ["model"]  # the loser's folder is gone, nothing partial is left

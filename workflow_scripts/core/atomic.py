@@ -45,14 +45,26 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_folder(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
     """Yield an empty temporary folder beside `path` to fill; on success put it in place of `path` (an older
-    folder there is moved aside under a partial name first, then deleted); on any error delete it."""
+    folder there is moved aside under a partial name first, then deleted); on any error delete it.
+
+    replace=False is for content-addressed folders that concurrent jobs may build at the same time (a converted
+    model): the first folder in place wins and stays, a later one is discarded, so no reader ever sees a folder
+    swapped under it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=_partial_name(target), suffix=PARTIAL_SUFFIX, dir=target.parent))
     try:
         yield building
+        if not replace:
+            try:
+                os.rename(building, target)  # fails when another job put a (non-empty) folder there first
+            except OSError:
+                if not target.is_dir():
+                    raise
+                shutil.rmtree(building, ignore_errors=True)
+            return
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=_partial_name(target), suffix=PARTIAL_SUFFIX, dir=target.parent))

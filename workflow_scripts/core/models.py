@@ -19,14 +19,12 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from workflow_scripts.core.atomic import atomic_folder
 from workflow_scripts.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -194,19 +192,9 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         raise ValueError(f"GGUF tensors do not match the model: missing {missing}, unexpected {unexpected}")
     model.tie_weights()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
-    try:
+    with atomic_folder(target, replace=False) as partial:  # concurrent conversions: the first one stays
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
-        os.rename(partial, target)
-    except OSError:
-        shutil.rmtree(partial, ignore_errors=True)
-        if not (target / "config.json").exists():
-            raise
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
 
 
 def causal_lm_folder(name_or_path: str, cache_dir: Path) -> tuple[Path, str]:
