@@ -1,5 +1,6 @@
 """Human review: a seeded stratified export blind to the judge, a validated import with errors naming file and
-line, quadratic-weighted kappa on a hand-computed case, and design-weighted / confusion-corrected means."""
+line (and the ids outside the exported sample), quadratic-weighted kappa on a hand-computed case,
+design-weighted / confusion-corrected means, and prediction-powered estimates per policy and per policy pair."""
 
 import math
 
@@ -56,11 +57,15 @@ def test_import_round_trip_and_clear_errors(tmp_path):
     with pytest.raises(InputError) as error:
         review.import_review(path, judgments, LABELS)
     message = str(error.value)
-    assert str(path) in message and "5 problems" in message
+    assert str(path) in message and "1 item_ids are not in the exported review sample" in message
+    assert "['q9|keep']" in message
     assert "line 2: human_correctness = '3' is not an integer from 0 to 2" in message
-    assert "line 3: item_id 'q9|keep' is not a judged item" in message
+    assert "line 3: item_id 'q9|keep' is not in the exported sample" in message
     assert "line 4: item_id 'q0|keep' repeats" in message
     assert "line 5: human_faithfulness = 'x'" in message
+    path.write_text("item_id,human_correctness,human_faithfulness\nq0|keep,3,\nq0|keep,1,1\n")
+    with pytest.raises(InputError, match="2 problems"):
+        review.import_review(path, judgments, LABELS)
     path.write_text("item_id,human_correctness\nq0|keep,1\n")
     with pytest.raises(InputError, match=r"missing columns \['human_faithfulness'\]"):
         review.import_review(path, judgments, LABELS)
@@ -97,6 +102,36 @@ def test_stratified_and_confusion_corrected_means():
     assert q["n_reviewed"] == 0 and q["human_mean_stratified"] is None and q["covered_share"] == 0.0
     assert math.isclose(q["corrected_mean"], 1.0) and q["kappa_quadratic"] is None
     assert table["group"].to_list() == ["all", "p", "q"]
+    # PPI for p: judge mean 1.5 + 6/8 × mean(2−2, 1−2) + 2/8 × mean(0−0, 1−0) = 1.5 − 0.375 + 0.125 = 1.25;
+    # 4 reviews are fewer than the default minimum of 30, so no interval; q has no review at all.
+    assert math.isclose(p["ppi_mean"], 1.25) and p["ppi_low"] is None and p["ppi_status"] == "too_few_reviews: 4 < 30"
+    assert q["ppi_mean"] is None and q["ppi_status"] == "unreviewed_strata: 4 of 4 items"
+    assert table.filter(pl.col("group") == "all")["ppi_status"].item() == "unreviewed_strata: 4 of 12 items"
+    enough = review.agreement(judgments, reviewed, "correctness", (0, 2), ["policy", "correctness"], min_reviewed=4)
+    p = enough.filter(pl.col("group") == "p").row(0, named=True)
+    assert p["ppi_status"] == "ok" and p["ppi_low"] < 1.25 < p["ppi_high"]
+
+
+def test_ppi_difference_rows_pair_policies_on_their_shared_questions():
+    # Judge p: 2, 2, 0, 0 and q: 2, 0, 0, 0 on questions q0–q3 → judge difference mean 0.5.
+    # Rectifiers: p's strata (2: −1, 0; 0: 0, +1) → 0.5 × −0.5 + 0.5 × 0.5 = 0;
+    #             q's strata (2: one item, 0; 0: three items, reviewed +1, 0) → 0.25 × 0 + 0.75 × 0.5 = 0.375.
+    # PPI of p − q = 0.5 + 0 − 0.375 = 0.125.
+    judgments = pl.DataFrame({
+        "item_id": [f"q{i}|{policy}" for policy in "pq" for i in range(4)], "qid": [f"q{i}" for i in range(4)] * 2,
+        "policy": ["p"] * 4 + ["q"] * 4, "correctness": [2, 2, 0, 0, 2, 0, 0, 0]})
+    reviewed = pl.DataFrame({"item_id": ["q0|p", "q1|p", "q2|p", "q3|p", "q0|q", "q1|q", "q2|q"],
+                             "human_correctness": [1, 2, 0, 1, 2, 1, 0]})
+    table = review.agreement(judgments, reviewed, "correctness", (0, 2), ["policy", "correctness"], min_reviewed=2)
+    assert table["group"].to_list() == ["all", "p", "q", "p − q"]
+    pair = table.filter(pl.col("group") == "p − q").row(0, named=True)
+    assert (pair["n_population"], pair["n_reviewed"], pair["judge_mean"]) == (4, 7, 0.5)
+    assert math.isclose(pair["ppi_mean"], 0.125) and pair["ppi_status"] == "ok"
+    assert pair["ppi_low"] < 0.125 < pair["ppi_high"] and pair["kappa_quadratic"] is None
+    p = table.filter(pl.col("group") == "p").row(0, named=True)
+    # every p item reviewed: no review-sampling term, the classical interval of the human scores 1, 2, 0, 1
+    half = 1.959963984540054 * math.sqrt(2 / 3) / 2
+    assert math.isclose(p["ppi_low"], 1.0 - half) and math.isclose(p["ppi_high"], 1.0 + half)
 
 
 def _stage_inputs(tmp_path):
@@ -141,7 +176,7 @@ def _stage_inputs(tmp_path):
     return SimpleNamespace(
         input=SimpleNamespace(questions=str(tmp_path / "questions.parquet"), units=str(tmp_path / "units.parquet"),
                               **paths),
-        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3,
+        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3, ppi_min_reviewed=2,
                                runs={"keep": str(tmp_path / "keep_run.parquet"), "closed_book": None}),
         output=SimpleNamespace(study_a=str(tmp_path / "a.csv"), study_c=str(tmp_path / "c.csv"),
                                agreement=str(tmp_path / "agreement.csv")),
@@ -170,3 +205,12 @@ def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
     table = pl.read_csv(smk.output.agreement)
     overall = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "all")).row(0, named=True)
     assert overall["n_reviewed"] == 6 and overall["corrected_mean"] == 2.0 and overall["exact_agreement"] == 2 / 6
+    # one review per stratum (per_stratum = 1): the estimate, but no within-stratum variance for an interval
+    assert overall["ppi_mean"] == 2.0 and overall["ppi_low"] is None
+    assert overall["ppi_status"] == "too_few_reviews: no stratum has two reviews"
+    pair = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "closed_book − keep"))
+    assert pair.height == 1 and pair["ppi_mean"].item() == 0.0
+    undrawn = sorted(set(items["item_id"]) - set(sheet["item_id"]))[0]
+    pl.concat([filled, filled.head(1).with_columns(pl.lit(undrawn).alias("item_id"))]).write_csv(smk.input.reviewed)
+    with pytest.raises(InputError, match=rf"1 item_ids are not in the exported review sample.*\['{undrawn}'\]"):
+        review.main(smk)

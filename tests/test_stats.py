@@ -1,4 +1,5 @@
-"""Paired comparisons: the group bootstrap by hand on tiny data, win/tie/loss, and coverage by simulation."""
+"""Paired comparisons: the group bootstrap by hand on tiny data, the paired permutation test's exact p-values,
+win/tie/loss, and coverage by simulation."""
 
 import numpy as np
 import polars as pl
@@ -6,7 +7,7 @@ import pytest
 
 from workflow_scripts.core.contracts import COMPARISONS, conform
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.routing.stats import compare_policies, group_bootstrap, win_tie_loss
+from workflow_scripts.routing.stats import compare_policies, group_bootstrap, group_permutation_test, win_tie_loss
 
 
 def test_two_equal_groups_give_the_hand_computed_percentile_interval():
@@ -50,10 +51,40 @@ def test_win_tie_loss_and_the_comparison_table():
     assert (first["a"], first["b"], first["estimate"]) == ("adaptive", "always", 0.25)
     assert (first["n"], first["n_groups"]) == (4, 3)
     assert (first["win"], first["tie"], first["loss"]) == (0.25, 0.75, 0.0)
+    # group sums of adaptive − always: a = 1, b = 0, c = 0: every sign pattern gives |Σ| = 1, so p = 1
+    assert first["p_permutation"] == 1.0
     with pytest.raises(InputError, match="missing values"):
         compare_policies(table.with_columns(pl.lit(None).alias("keep")), [("adaptive", "keep")])
     with pytest.raises(InputError, match=r"\['hybrid'\]"):
         compare_policies(table, [("adaptive", "hybrid")])
+
+
+def test_permutation_test_exact_p_value_flips_whole_groups():
+    # Six groups, every group's summed difference positive: of the 2^6 = 64 sign patterns only "all +" and
+    # "all −" reach |Σ| ≥ the observed, so the exact two-sided p-value is 2/64.
+    assert group_permutation_test([0.5, 1.0, 2.0, 0.25, 1.5, 3.0], list("abcdef")) == pytest.approx(2 / 64)
+    # Two queries per group (+1, −0.5): the group sums (+0.5 each) are flipped together, so p is still 2/64;
+    # flipping single queries instead would give a large p-value.
+    values, groups = [1.0, -0.5] * 6, np.repeat(list("abcdef"), 2)
+    assert group_permutation_test(values, groups) == pytest.approx(2 / 64)
+    assert group_permutation_test(values, np.arange(12)) > 0.3
+    # Group sums 3, −1, 1, 1 (Σ = 4): with +3 the sum reaches ≥ 4 when at least two of the three ±1 are + (4 of
+    # the 16 patterns), so the one-sided p is 4/16 and the two-sided 2 × 4/16 = 0.5.
+    assert group_permutation_test([3.0, -1.0, 1.0, 1.0], list("abcd")) == pytest.approx(0.5)
+    assert group_permutation_test(np.zeros(4), list("aabb")) == 1.0
+
+
+def test_permutation_test_with_many_groups_is_seeded_and_never_zero():
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(40), 3)
+    shifted = rng.normal(1.0, 1.0, size=groups.size)
+    p = group_permutation_test(shifted, groups, B=999, seed=4)
+    assert p == group_permutation_test(shifted, groups, B=999, seed=4)
+    assert p == pytest.approx(2 / 1000)  # 2 × (0 hits + 1) / (B + 1): no random sign pattern reaches the observed
+    null = rng.normal(0.0, 1.0, size=groups.size)
+    assert group_permutation_test(null, groups, B=999, seed=4) > 0.05
+    with pytest.raises(InputError, match="finite"):
+        group_permutation_test([np.nan, 1.0], ["a", "b"])
 
 
 @pytest.mark.slow

@@ -27,7 +27,16 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RUNS, SPLITS, UNITS, read_table, write_table
+from workflow_scripts.core.contracts import (
+    COMPARISONS,
+    GENERATIONS,
+    QUESTIONS,
+    RUNS,
+    SPLITS,
+    UNITS,
+    read_table,
+    write_table,
+)
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges
@@ -135,7 +144,7 @@ def summary_rule(smk: Any) -> None:
                                        seed=smk.params.seed, method=boot["method"], confidence=boot["confidence"])
         text = comparisons.write_csv(float_precision=4)
     else:
-        text = "a,b,estimate,low,high\n"
+        text = ",".join(COMPARISONS.columns) + "\n"
         log.warning("no question was judged under every policy: no paired comparison")
     write_text_atomic(text, smk.output.comparisons)
 

@@ -418,6 +418,9 @@ COMPARISONS = Contract(
         "estimate": Column(pl.Float64(), doc="mean over queries of a − b"),
         "low": Column(pl.Float64()),
         "high": Column(pl.Float64()),
+        "p_permutation": Column(pl.Float64(), doc="two-sided p-value of a paired permutation test: the sign of each "
+                                "group's summed a − b flipped (exact over all 2^groups patterns when ≤ resamples, "
+                                "else `resamples` seeded patterns)"),
         "confidence": Column(pl.Float64()),
         "method": Column(pl.String(), doc="percentile | bca"),
         "resamples": Column(pl.Int64()),

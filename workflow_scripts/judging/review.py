@@ -2,7 +2,9 @@
 
 Rules (rules/review.smk): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
 (study_a, study_c) over every answered policy; `review_agreement` reads a filled-in copy named in the config
-(`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv.
+(`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv. It redraws the
+sample with the same `per_stratum` and `seed` and rejects a sheet with an item_id outside that sample
+(InputError naming the unmatched ids): labels of items the export did not draw would break the design weights.
 
 In:  a judgments table (item_id, the judge's label columns, the strata columns such as policy, and whatever the
      reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules build it
@@ -10,7 +12,8 @@ In:  a judgments table (item_id, the judge's label columns, the strata columns s
 Out: `export_review` writes a CSV (item_id, the shown columns — a list of strings as one "- item" line per
      element — one empty `human_<label>` column per label, and `notes`); `import_review` returns item_id +
      `human_<label>` (Int8, null = not reviewed); `agreement` returns, per label and group (e.g. policy, plus
-     "all"), the judge–human agreement and corrected means.
+     "all"), the judge–human agreement and corrected means, and one row per pair of policies "a − b" with the
+     prediction-powered estimate of the difference.
 
 Sampling: items are stratified by the given columns (typically the judge's score level and the policy) and
 the first `per_stratum` items of each stratum are taken in the order of sha256(seed, item_id) — a seeded draw
@@ -31,6 +34,21 @@ have both (e.g. abstentions have no faithfulness and are left out):
 - `corrected_mean`: a confusion-matrix correction: E[human | judge = j] is estimated from all reviewed items
   (pooled over groups, design-weighted), and the group's mean is Σ_j P_group(judge = j) · E[human | judge = j].
   It assumes the judge errs the same way in every group; null when a judge level in the group has no review.
+- `ppi_mean`, `ppi_low`, `ppi_high`, `ppi_status`: prediction-powered inference (workflow_scripts/judging/ppi.py,
+  which derives the formulas): the judge's mean over all the group's items plus the human − judge gap estimated
+  stratum by stratum on the reviewed items, weighted by the strata's population shares,
+      θ̂ = mean_all(judge) + Σ_h (N_h/N) · mean_{reviewed in h}(human − judge),
+  with a 95% (`confidence`) CLT interval of variance σ²_human/N + Σ_h (N_h/N)² (1 − n_h/N_h) s²_h/n_h. Valid
+  under the stratified design without assuming the judge errs alike across groups. `ppi_status` is "ok", or
+  "too_few_reviews: n < min" (fewer than `min_reviewed` reviewed items: the estimate is kept, the interval left
+  empty rather than shown misleadingly narrow), or "unreviewed_strata: k of N items" (a stratum of the group has
+  no review: all left empty). The "all" row pools every policy's items and treats them as independent (answers
+  of one question under several policies are correlated, so its interval is somewhat optimistic).
+- rows with group "a − b" (each pair of policies, sorted by name, on the questions judged under both): PPI of the
+  difference — the judge's per-question difference plus the difference of the two stratified rectifiers (the
+  sample draws each policy separately, so a question is rarely reviewed under both; the two rectifiers are
+  independent and their variances add). These rows fill n_population (questions), n_reviewed (both policies'
+  reviewed items), judge_mean (the judge's mean difference) and the ppi columns; the rest is empty.
 """
 
 import hashlib
@@ -57,6 +75,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference, ppi_mean
 
 HUMAN_PREFIX = "human_"
 # judge → (its judgments contract, label → scale, the label whose level stratifies the sample)
@@ -66,12 +85,14 @@ JUDGES = {
 }
 SHOWN = ("question", "answer", "references", "evidence")
 MAX_REPORTED = 20
+MINUS = " − "
 log = logging.getLogger(__name__)
 INTEGER = re.compile(r"[+-]?\d+")
 
 AGREEMENT_SCHEMA = {
     "label": pl.String, "group": pl.String, "n_population": pl.Int64, "n_reviewed": pl.Int64,
-    "judge_mean": pl.Float64, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
+    "judge_mean": pl.Float64, "ppi_mean": pl.Float64, "ppi_low": pl.Float64, "ppi_high": pl.Float64,
+    "ppi_status": pl.String, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
     "human_mean_stratified": pl.Float64, "corrected_mean": pl.Float64, "kappa_quadratic": pl.Float64,
     "exact_agreement": pl.Float64, "covered_share": pl.Float64,
 }
@@ -120,8 +141,11 @@ def export_review(
     return sample
 
 
-def import_review(path: Path, judgments: pl.DataFrame, labels: Mapping[str, tuple[int, int]]) -> pl.DataFrame:
-    """The reviewed labels as item_id + human_<label> (Int8, null = left empty); InputError naming file and line."""
+def import_review(path: Path, sample: pl.DataFrame, labels: Mapping[str, tuple[int, int]]) -> pl.DataFrame:
+    """The reviewed labels as item_id + human_<label> (Int8, null = left empty); InputError naming file and line.
+
+    `sample`: the exported sample (review_sample with the export's settings); every item_id of the sheet must be
+    in it (rows may be dropped: they count as not reviewed)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"review file {path} does not exist; export it first and fill in the human_* columns")
@@ -133,15 +157,18 @@ def import_review(path: Path, judgments: pl.DataFrame, labels: Mapping[str, tupl
     missing = [name for name in needed if name not in sheet.columns]
     if missing:
         raise InputError(f"review file {path}: missing columns {missing}; keep the exported header")
-    known = set(judgments["item_id"].to_list())
+    known = set(sample["item_id"].to_list())
     problems: list[str] = []
+    unmatched: list[str] = []
     seen: set[str] = set()
     rows: list[dict[str, object]] = []
     for line, record in enumerate(sheet.select(needed).iter_rows(named=True), start=2):
         item_id = (record["item_id"] or "").strip()
         if not item_id or item_id not in known or item_id in seen:
-            why = "has no item_id" if not item_id else "repeats" if item_id in seen else "is not a judged item"
+            why = "has no item_id" if not item_id else "repeats" if item_id in seen else "is not in the exported sample"
             problems.append(f"line {line}: item_id {item_id!r} {why}")
+            if item_id and item_id not in known:
+                unmatched.append(item_id)
             continue
         seen.add(item_id)
         row: dict[str, object] = {"item_id": item_id}
@@ -152,6 +179,13 @@ def import_review(path: Path, judgments: pl.DataFrame, labels: Mapping[str, tupl
             if text and (row[column] is None or not low <= row[column] <= high):
                 problems.append(f"line {line}: {column} = {text!r} is not an integer from {low} to {high}")
         rows.append(row)
+    if unmatched:
+        more = f" (and {len(unmatched) - MAX_REPORTED} more)" if len(unmatched) > MAX_REPORTED else ""
+        raise InputError(
+            f"review file {path}: {len(unmatched)} item_ids are not in the exported review sample (the sheet must "
+            f"come from review_export with the current review.per_stratum, review.seed and judgments): "
+            f"{unmatched[:MAX_REPORTED]}{more}; all problems: " + "; ".join(problems[:MAX_REPORTED])
+        )
     if problems:
         more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""
         raise InputError(f"review file {path}: {len(problems)} problems: " + "; ".join(problems[:MAX_REPORTED]) + more)
@@ -180,12 +214,20 @@ def agreement(
     scale: tuple[int, int],
     stratify: Sequence[str],
     by: str = "policy",
+    min_reviewed: int = 30,
+    confidence: float = 0.95,
+    question: str = "qid",
 ) -> pl.DataFrame:
-    """Judge–human agreement and corrected means for `label` per value of `by` and overall ("all")."""
+    """Judge–human agreement, corrected means and PPI estimates for `label` per value of `by` and overall ("all");
+    with a `question` column, PPI of the difference for each pair of `by` values ("a − b")."""
     human = f"{HUMAN_PREFIX}{label}"
+    paired = question in judgments.columns and question not in (by, *stratify)
     population = (
         judgments.drop_nulls([label, *stratify])
-        .select("item_id", by, *[name for name in stratify if name != by], pl.col(label).cast(pl.Int64).alias("judge"))
+        .select("item_id", by, *[name for name in stratify if name != by], *([question] if paired else []),
+                pl.col(label).cast(pl.Int64).alias("judge"))
+        .with_columns(pl.concat_str([pl.col(name).cast(pl.String) for name in stratify], separator="\0")
+                      .alias("_stratum"))
     )
     strata = population.group_by(stratify).agg(pl.len().alias("N"))
     sample = (
@@ -210,9 +252,12 @@ def agreement(
             sum(count * expected[level] for level, count in levels.items()) / pool.height
             if pool.height and all(level in expected for level in levels) else None
         )
+        mine = _arm(pool.join(drawn.select("item_id", "human"), on="item_id", how="left")) if pool.height else None
+        estimate = ppi_mean(mine.judge, mine.human, mine.strata, min_reviewed, confidence) if mine else None
         rows.append({
             "label": label, "group": name, "n_population": pool.height, "n_reviewed": drawn.height,
-            "judge_mean": _mean(pool["judge"].to_list()), "judge_mean_reviewed": _mean(drawn["judge"].to_list()),
+            "judge_mean": _mean(pool["judge"].to_list()), **_ppi_columns(estimate),
+            "judge_mean_reviewed": _mean(drawn["judge"].to_list()),
             "human_mean_reviewed": _mean(drawn["human"].to_list()),
             "human_mean_stratified": _mean(drawn["human"].to_list(), drawn["weight"].to_list()),
             "corrected_mean": corrected,
@@ -220,7 +265,35 @@ def agreement(
             "exact_agreement": _mean([float(j == h) for j, h in zip(drawn["judge"], drawn["human"])]),
             "covered_share": covered / pool.height if pool.height else None,
         })
+    labelled = population.join(sample.select("item_id", "human"), on="item_id", how="left")
+    values = sorted(population[by].unique().to_list()) if paired else []
+    for index, a in enumerate(values):
+        for b in values[index + 1:]:
+            both = labelled.filter(pl.col(by) == a).join(labelled.filter(pl.col(by) == b), on=question, suffix="_b")
+            if not both.height:
+                continue
+            other = both.select(pl.col("judge_b").alias("judge"), pl.col("human_b").alias("human"),
+                                pl.col("_stratum_b").alias("_stratum"))
+            estimate = ppi_difference(_arm(both), _arm(other), min_reviewed, confidence)
+            rows.append({
+                "label": label, "group": f"{a}{MINUS}{b}", "n_population": both.height,
+                "n_reviewed": estimate.n_reviewed, "judge_mean": _mean((both["judge"] - both["judge_b"]).to_list()),
+                **_ppi_columns(estimate),
+            })
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA, orient="row")
+
+
+def _arm(items: pl.DataFrame) -> Arm:
+    """A PPI arm from columns judge, human (null = not reviewed) and _stratum."""
+    return make_arm(items["judge"].cast(pl.Float64).to_numpy(),
+                    items["human"].cast(pl.Float64).fill_null(float("nan")).to_numpy(), items["_stratum"].to_numpy())
+
+
+def _ppi_columns(estimate: Estimate | None) -> dict[str, object]:
+    if estimate is None:
+        return {"ppi_mean": None, "ppi_low": None, "ppi_high": None, "ppi_status": None}
+    return {"ppi_mean": estimate.estimate, "ppi_low": estimate.low, "ppi_high": estimate.high,
+            "ppi_status": estimate.status}
 
 
 # ---- rules --------------------------------------------------------------------------------------------------
@@ -271,8 +344,10 @@ def agreement_rule(smk: Any) -> None:
     judge = smk.wildcards.judge
     _, labels, level = JUDGES[judge]
     items = judged_items(smk, judge)
-    reviewed = import_review(Path(smk.input.reviewed), items, labels)
-    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level]) for label, scale in labels.items()])
+    sample = review_sample(items, ["policy", level], smk.params.per_stratum, smk.params.seed)
+    reviewed = import_review(Path(smk.input.reviewed), sample, labels)
+    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level], min_reviewed=smk.params.ppi_min_reviewed)
+                       for label, scale in labels.items()])
     write_text_atomic(table.write_csv(), Path(smk.output.agreement))
 
 

@@ -1,10 +1,12 @@
-"""Paired comparisons with a bootstrap over groups (papers / question contexts), and win / tie / loss shares.
+"""Paired comparisons with a bootstrap over groups (papers / question contexts), a paired permutation test, and
+win / tie / loss shares.
 
 In:  a per-query table with a group column (group_id) and one numeric column per policy (e.g. the hit, the
      correctness or the utility of adaptive, always-Hybrid and Keep on the same queries; no missing values —
      drop queries not scored under every policy first), and the pairs (a, b) to compare as a − b.
-Out: per pair the estimate (mean of the per-query differences), the confidence interval, the number of queries
-     and of groups, and the shares of queries where a wins, ties or loses against b (COMPARISONS table).
+Out: per pair the estimate (mean of the per-query differences), the confidence interval, the permutation
+     p-value, the number of queries and of groups, and the shares of queries where a wins, ties or loses against b
+     (COMPARISONS table).
 
 The bootstrap resamples whole groups with replacement, B = 2000 times by default, with a fixed seed, so queries
 of one paper stay together and their correlation widens the interval as it should. The statistic is the pooled
@@ -18,6 +20,13 @@ that value, and the interval is that single point.
 Checked by simulation (tests/test_stats.py): with 60 groups of 1–8 queries and random group effects the 95%
 percentile interval covers the true mean difference about 94% of the time (the usual slight shortfall of the
 percentile bootstrap with few groups, from the (G − 1)/G shrinkage of the resampled variance).
+
+The permutation test (`group_permutation_test`, column p_permutation) asks whether a and b are exchangeable
+within each group: under that null, swapping the two policies' scores on every query of a group flips the sign of
+the group's summed difference. scipy.stats.permutation_test (permutation_type="samples" on the one sample of
+group sums, i.e. sign flips) compares the observed Σ_groups Σ d (∝ the pooled mean) with its sign-flip
+distribution: exact (all 2^G sign patterns) when 2^G ≤ B, else B random patterns with a fixed seed (each tail
+(hits + 1) / (B + 1), so never 0); two-sided p = min(1, 2 × the smaller tail). All-zero differences give p = 1.
 """
 
 from collections.abc import Sequence
@@ -77,6 +86,26 @@ def group_bootstrap(values: Any, groups: Any, B: int = 2000, seed: int = 0, meth
     return Interval(estimate, float(low), float(high), d.size, sums.size)
 
 
+def group_permutation_test(values: Any, groups: Any, B: int = 2000, seed: int = 0) -> float:
+    """Two-sided p-value of a paired sign-flip permutation test of mean(values) = 0, flipping whole groups."""
+    from scipy import stats as scipy_stats
+
+    d = np.asarray(values, dtype=float)
+    g = np.asarray(groups)
+    if d.ndim != 1 or d.shape != g.shape or d.size == 0 or not np.isfinite(d).all():
+        raise InputError("permutation test: need one finite value and one group per query")
+    if B < 100:
+        raise InputError(f"permutation test: need B ≥ 100 (got {B})")
+    _, inverse = np.unique(g, return_inverse=True)
+    sums = np.bincount(inverse, weights=d)
+    if not sums.any():
+        return 1.0
+    result = scipy_stats.permutation_test((sums,), lambda x, axis: np.sum(x, axis=axis), permutation_type="samples",
+                                          vectorized=True, n_resamples=B, alternative="two-sided",
+                                          rng=np.random.default_rng(seed))
+    return float(result.pvalue)
+
+
 def win_tie_loss(a: Any, b: Any) -> tuple[float, float, float]:
     """Shares of queries where a > b, a == b, a < b."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -88,7 +117,8 @@ def win_tie_loss(a: Any, b: Any) -> tuple[float, float, float]:
 def compare_policies(table: pl.DataFrame, pairs: Sequence[tuple[str, str]], group: str = "group_id",
                      B: int = 2000, seed: int = 0, method: str = "percentile",
                      confidence: float = 0.95) -> pl.DataFrame:
-    """One COMPARISONS row per (a, b): the group-bootstrap CI of mean(a − b) and win / tie / loss shares."""
+    """One COMPARISONS row per (a, b): the group-bootstrap CI of mean(a − b), the paired permutation p-value and
+    win / tie / loss shares."""
     needed = sorted({group, *(name for pair in pairs for name in pair)})
     missing = [column for column in needed if column not in table.columns]
     if missing:
@@ -101,8 +131,9 @@ def compare_policies(table: pl.DataFrame, pairs: Sequence[tuple[str, str]], grou
     for a, b in pairs:
         left, right = table[a].cast(pl.Float64).to_numpy(), table[b].cast(pl.Float64).to_numpy()
         interval = group_bootstrap(left - right, table[group].to_numpy(), B, seed, method, confidence)
+        p_permutation = group_permutation_test(left - right, table[group].to_numpy(), B, seed)
         win, tie, loss = win_tie_loss(left, right)
         rows.append({"a": a, "b": b, "estimate": interval.estimate, "low": interval.low, "high": interval.high,
-                     "confidence": confidence, "method": method, "resamples": B, "n": interval.n,
+                     "p_permutation": p_permutation, "confidence": confidence, "method": method, "resamples": B, "n": interval.n,
                      "n_groups": interval.n_groups, "win": win, "tie": tie, "loss": loss})
     return pl.DataFrame(rows, schema=COMPARISONS.schema)

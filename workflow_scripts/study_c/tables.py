@@ -13,6 +13,7 @@ Out (results/<dataset>/study_c/):
   retrieval.csv  Hit@1, Hit@3 and MRR@3 of the gold paper in the strategy's run (over every query);
   paired.csv     vs classic: mean per-query difference of the unconditional overall score on queries judged under
                  both, 95% CI from a bootstrap over papers (both queries of a paper resampled together),
+                 p_permutation (two-sided paired permutation test flipping each paper's summed difference),
                  win / tie / loss shares;
   gold.csv       overall score on gold-hit vs gold-miss queries (hit = gold paper in the top-k shown): conditional
                  and unconditional means and the unconditional hit − miss difference;
@@ -43,7 +44,7 @@ from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.routing.stats import group_bootstrap, win_tie_loss
+from workflow_scripts.routing.stats import group_bootstrap, group_permutation_test, win_tie_loss
 
 log = logging.getLogger("ragfrontier.study_c")
 
@@ -129,7 +130,8 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
     for strategy, kind, rows_ in cells(judged, [name for name in strategies if name != BASELINE]):
         both = rows_.join(base, on="qid")
         row = {"strategy": strategy, "query_type": kind, "queries": both.height, "papers": both["paper_id"].n_unique(),
-               "delta": None, "low": None, "high": None, "win": None, "tie": None, "loss": None}
+               "delta": None, "low": None, "high": None, "p_permutation": None, "win": None, "tie": None,
+               "loss": None}
         if both.height:
             scores, baseline = both["overall"].cast(pl.Float64).to_numpy(), both["base"].cast(pl.Float64).to_numpy()
             row["win"], row["tie"], row["loss"] = win_tie_loss(scores, baseline)
@@ -138,8 +140,11 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
                 interval = group_bootstrap(scores - baseline, both["paper_id"].to_numpy(), resamples, seed,
                                            confidence=confidence)
                 row["low"], row["high"] = interval.low, interval.high
+                row["p_permutation"] = group_permutation_test(scores - baseline, both["paper_id"].to_numpy(),
+                                                              resamples, seed)
         rows.append(row)
-    return pl.DataFrame(rows, schema_overrides={name: pl.Float64 for name in ("delta", "low", "high", "win", "tie", "loss")})
+    return pl.DataFrame(rows, schema_overrides={name: pl.Float64 for name in (
+        "delta", "low", "high", "p_permutation", "win", "tie", "loss")})
 
 
 def gold(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
@@ -195,7 +200,8 @@ def markdown(title: str, table: pl.DataFrame) -> str:
 TITLES = {
     "quality": "Answer rate and judge scores (cond = zeros excluded; uncond = refusals as 0)",
     "retrieval": "Gold-paper retrieval",
-    "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers)",
+    "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers; p: "
+              "permutation test over papers)",
     "gold": "Overall score on gold-hit vs gold-miss queries",
     "gap": "Problem − method gap of the overall score",
     "cost": "Cost per query (LLM calls, tokens, measured seconds) and fallbacks",
