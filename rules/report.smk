@@ -1,6 +1,6 @@
 # Stage 5 — cost and report: the per-query cost ledger (every stage's measured seconds, tokens and calls), what
 # each routing policy costs by trigger family and budget, the report's figures (captions in report/) and
-# results/summary.md. Prices and the budget grid only reach the jobs of this file and route_frontiers, so changing
+# results/summary_<name>.md. Prices and the budget grid only reach the jobs of this file and route_frontiers, so changing
 # them reruns in seconds. `snakemake --report report.html` collects every figure flagged with report().
 
 
@@ -85,9 +85,10 @@ rule summary:
     input:
         summary_inputs,
     output:
-        summary=report("results/summary.md", caption="../report/summary.rst", category="Tables"),
+        summary=report(f"results/summary_{config['name']}.md", caption="../report/summary.rst", category="Tables"),
     params:
         datasets=DATASETS,
+        name=config["name"],
     log:
         "results/logs/summary/summary.log",
     benchmark:

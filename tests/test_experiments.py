@@ -24,6 +24,13 @@ def test_experiment_configs_validate_standalone(project_root, experiments, monke
         validate_config(copy.deepcopy(yaml.safe_load(path.read_text())))
 
 
+def test_every_study_config_names_its_own_summary(experiments, project_root):
+    """One run no longer overwrites another's summary: each config's `name` is its own, and not the demo's."""
+    names = [yaml.safe_load(path.read_text()).get("name") for path in experiments]
+    assert None not in names and len(set(names)) == len(names) and "demo" not in names
+    assert yaml.safe_load((project_root / "config.yaml").read_text()).get("name", "demo") == "demo"
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
@@ -39,6 +46,8 @@ def test_scifact_experiment_plans_only_its_own_dataset(tmp_path, project_root):
                  "retrieve_bm25": 1, "retrieve_dense": 1, "run_arm": 3, "evaluate_arm": 3, "retrieval_summary": 1}
     assert {rule: jobs.get(rule) for rule in retrieval} == retrieval
     assert not {rule for rule in jobs if rule.startswith(("route_", "generate_", "judge_", "rerank"))}
+    planned = snakemake(work, "--dry-run", "--configfile", "experiments/scifact.yaml", "--replace-workflow-config").stdout
+    assert "results/summary_scifact.md" in planned and "results/summary_demo.md" not in planned
 
 
 def study_workdir(tmp_path, project_root, name):

@@ -89,7 +89,7 @@ def test_policy_costs_split_by_component_and_reuse_is_cheaper(finished_run):
 @pytest.mark.slow
 @pytest.mark.integration
 def test_summary_markdown_quotes_the_tables(finished_run):
-    summary = (finished_run / "results" / "summary.md").read_text()
+    summary = (finished_run / "results" / "summary_demo.md").read_text()
     for heading in ("## demo", "### Retrieval metrics per arm and split", "### Routing: held-out policies — keep_vs_hybrid",
                     "### Cost: each router's frozen policy", "### Cost: triggering the alternative arm"):
         assert heading in summary
@@ -151,7 +151,7 @@ def test_report_opens_in_chromium_with_every_figure(finished_run):
         header, data = entry["data_uri"].split(",", 1)
         assert header.startswith("data:image/png;") and header.endswith(";base64")
         assert base64.b64decode(data) == (finished_run / path).read_bytes()
-    assert "results/summary.md" in results
+    assert "results/summary_demo.md" in results
     chromium("--screenshot=report.png", "--window-size=1400,1000", "--virtual-time-budget=10000", "report.html", cwd=finished_run)
     assert (finished_run / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (finished_run / "report.png").stat().st_size > 10_000

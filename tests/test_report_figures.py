@@ -47,7 +47,8 @@ def test_summary_quotes_csv_parquet_and_markdown_tables(tmp_path, monkeypatch):
     tables.mkdir(parents=True)
     (tables / "report.md").write_text("### Cost\n\n| strategy |\n|---|\n| classic |\n")
     paths = ["results/demo/routing/p/policies.csv", "results/demo/routing/p/audit.parquet", "results/demo/study_c/tables/report.md"]
-    text = report.summary_text(paths, ["demo", "absent"])
+    text = report.summary_text(paths, ["demo", "absent"], "study_x")
+    assert text.startswith("# ragfrontier results: study_x\n")
     assert "### Routing: held-out policies — p" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "<img" not in text
     assert "| 0.5 | deployable | 0.25 |" in text

@@ -1,1 +1,1 @@
-"""Report stage: figures and results/summary.md."""
+"""Report stage: figures and results/summary_<name>.md."""

@@ -1,4 +1,4 @@
-"""Report stage: the figures of one routing pair, and results/summary.md with every study table in Markdown.
+"""Report stage: the figures of one routing pair, and results/summary_<name>.md with every table of the run in Markdown.
 
 Rule `report_figures` (per dataset and pair)
   In:  routed.parquet (scores, triggers and labels of calibration and held-out questions per router),
@@ -13,7 +13,7 @@ Rule `summary`
   In:  the CSV and Parquet tables the studies produce (retrieval metrics, answers, routing policies, comparisons,
        audit, measured cost per stage, per policy and with / without reuse), per dataset, and Study C's own
        Markdown tables (study_c/tables/report.md) when Study C runs.
-  Out: results/summary.md — the same tables in Markdown; cell text is HTML-escaped (it can hold corpus text
+  Out: results/summary_<name>.md (config `name`, one per study config) — the same tables in Markdown; cell text is HTML-escaped (it can hold corpus text
        or model output, and the report renders it as HTML).
 """
 
@@ -247,7 +247,7 @@ def study_c_rule(smk: Any) -> None:
     study_c_cost_figure(pl.read_csv(smk.input.cost), smk.output.cost)
 
 
-# --- summary.md
+# --- summary_<name>.md
 
 
 def cell(value: Any) -> str:
@@ -295,8 +295,8 @@ def section_title(path: str) -> str:
     return Path(path).name
 
 
-def summary_text(paths: Sequence[str], datasets: Sequence[str]) -> str:
-    lines = ["# ragfrontier results", "",
+def summary_text(paths: Sequence[str], datasets: Sequence[str], name: str = "demo") -> str:
+    lines = [f"# ragfrontier results: {cell(name)}", "",
              ("Tables produced by the pipeline (CSV / Parquet beside each). Cost columns are measured wall seconds "
               "and token-equivalents priced by `costs.prices`."), ""]
     for dataset in datasets:
@@ -315,7 +315,7 @@ def summary_text(paths: Sequence[str], datasets: Sequence[str]) -> str:
 
 
 def summary_rule(smk: Any) -> None:
-    write_text_atomic(summary_text(list(smk.input), smk.params.datasets), smk.output.summary)
+    write_text_atomic(summary_text(list(smk.input), smk.params.datasets, smk.params.name), smk.output.summary)
 
 
 def main(smk: Any) -> None:
