@@ -8,7 +8,7 @@ rule generate_answers:
     input:
         unpack(answer_inputs),
     output:
-        answers="results/{dataset}/answers/{policy}.parquet",
+        answers=sharded("generate_answers", "results/{dataset}/answers/{policy}.parquet"),
     params:
         generator=config["models"]["generator"],
         prompts=answer_templates,
@@ -17,22 +17,26 @@ rule generate_answers:
         model_cache=MODEL_CACHE,
     threads: 2
     log:
-        "results/logs/generate_answers/{dataset}_{policy}.log",
+        sharded("generate_answers", "results/logs/generate_answers/{dataset}_{policy}.log"),
     benchmark:
-        "results/benchmarks/generate_answers/{dataset}_{policy}.tsv"
+        sharded("generate_answers", "results/benchmarks/generate_answers/{dataset}_{policy}.tsv")
     conda:
         llm_env("generator")
     script:
         "../workflow_scripts/answers/stage.py"
 
 
+define_gather("generate_answers", "../workflow_scripts/answers/stage.py",
+              answers={"contract": "generations", "by": ["request_id"]})
+
+
 rule judge_answers:
     input:
         unpack(answer_inputs),
-        answers=rules.generate_answers.output.answers,
+        answers=unsharded(rules.generate_answers.output.answers),
     output:
-        study_a="results/{dataset}/answers/{policy}_study_a.parquet",
-        study_c="results/{dataset}/answers/{policy}_study_c.parquet",
+        study_a=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_a.parquet"),
+        study_c=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_c.parquet"),
     params:
         judge=config["models"]["judge"],
         max_reasks=config["generation"]["judge_reasks"],
@@ -42,13 +46,17 @@ rule judge_answers:
         model_cache=MODEL_CACHE,
     threads: 2
     log:
-        "results/logs/judge_answers/{dataset}_{policy}.log",
+        sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
     benchmark:
-        "results/benchmarks/judge_answers/{dataset}_{policy}.tsv"
+        sharded("judge_answers", "results/benchmarks/judge_answers/{dataset}_{policy}.tsv")
     conda:
         llm_env("judge")
     script:
         "../workflow_scripts/answers/stage.py"
+
+
+define_gather("judge_answers", "../workflow_scripts/answers/stage.py",
+              study_a={"contract": "judgments_study_a", "by": ["item_id"]}, study_c={"contract": "judgments_study_c", "by": ["item_id"]})
 
 
 rule answer_summary:

@@ -2,12 +2,14 @@
 # input functions sit in rules/inputs/<stage>.smk, included just before its rules. A path is written once, in the
 # `output:` of the rule that makes it, and read elsewhere as `rules.<rule>.output.<key>` (in a rule) or
 # `output_of("<rule>", "<key>", ...)` (in a function).
+import os
 import sys
 
 from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
 from workflow_scripts.core.vocabulary import is_retrieval_pair
+from workflow_scripts.core.shards import GATHER_RULE_SUFFIX, shard_names
 
 try:
     validate_config(config)
@@ -38,18 +40,89 @@ wildcard_constraints:
     arm="[A-Za-z0-9][A-Za-z0-9_-]*",
     reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
     pair="[A-Za-z0-9][A-Za-z0-9_-]*",
-    policy="[A-Za-z0-9][A-Za-z0-9_-]*",
+    # a judge's table is <policy>_<judge>.parquet: a policy never ends in a judge's name (else the answers and
+    # judgments of a sharded stage would be ambiguous)
+    policy="[A-Za-z0-9][A-Za-z0-9_-]*" + "".join(f"(?<!_{judge})" for judge in vocabulary.JUDGES),
+    shard=r"\d+-of-\d+",
 
 
 def output_of(rule, key, **wildcards):
     """The path rule `rule` writes under output `key`, with `wildcards` filled in (the one place paths are
-    spelled is the rules' `output:`)."""
-    return str(getattr(getattr(rules, rule).output, key)).format(**wildcards)
+    spelled is the rules' `output:`); for a sharded stage, the path its gather writes (`unsharded`)."""
+    return unsharded(getattr(getattr(rules, rule).output, key)).format(**wildcards)
 
 
 def benchmark_of(rule, **wildcards):
     """The file Snakemake writes a job's measured time and memory to (the rule's `benchmark:`)."""
     return str(getattr(rules, rule).benchmark).format(**wildcards)
+
+
+def benchmarks_of(stage, **wildcards):
+    """Every benchmark file of one instance of `stage`: its job's, or its shards' and then its gather's."""
+    if shard_count(stage) == 1:
+        return [benchmark_of(stage, **wildcards)]
+    shards = [benchmark_of(stage, shard=shard, **wildcards) for shard in shard_names(shard_count(stage))]
+    return shards + [benchmark_of(stage + GATHER_RULE_SUFFIX, **wildcards)]
+
+
+# --- Scale-out (config `shards`, core/shards.py): a sharded stage's rule runs one job per shard (wildcard
+# `shard`), each writing its files under `<path>.shards/`; `define_gather` then defines `<stage>_gather`, which
+# joins them at the paths the unsharded job writes. Other rules read those paths: `output_of(...)` in functions,
+# `unsharded(rules.<stage>.output.<key>)` in a rule. Cluster profiles keep keying resources by the stage's rule.
+
+
+def shard_count(stage):
+    """How many jobs config `shards` splits `stage` into (1: one job, today's DAG)."""
+    return config["shards"].get(stage, 1)
+
+
+def sharded(stage, path):
+    """Where a job of `stage` writes `path` (an output, log or benchmark): `path` itself, or, sharded, the file
+    `<path without suffix>.shards/{shard}<suffix>` of each shard."""
+    if shard_count(stage) == 1:
+        return path
+    stem, suffix = os.path.splitext(path)
+    return f"{stem}.shards/{{shard}}{suffix}"
+
+
+def unsharded(path):
+    """The inverse of `sharded`: a shard's file pattern → the stage's own path."""
+    return str(path).replace(".shards/{shard}", "")
+
+
+def define_gather(stage, stage_script, **tables):
+    """When `stage` is sharded, define its gather rule `<stage>_gather`: inputs every shard's outputs (named
+    `<key>__<i>`) and the reference tables the orders name; outputs the unsharded paths. `tables` gives each
+    output's contract and row order (core/shards.gather)."""
+    if shard_count(stage) == 1:
+        return
+    work = getattr(rules, stage)
+    names = shard_names(shard_count(stage))
+    outputs = dict(work.output.items())
+    references = {order["as_in"]: work.input[order["as_in"]] for order in tables.values() if "as_in" in order}
+
+    def shard_inputs(wildcards):
+        paths = {f"{key}__{i}": expand(path, shard=shard, **wildcards)[0]
+                 for key, path in outputs.items() for i, shard in enumerate(names)}
+        return paths | {key: expand(path, **wildcards)[0] for key, path in references.items()}
+
+    rule:
+        name:
+            stage + GATHER_RULE_SUFFIX
+        input:
+            unpack(shard_inputs),
+        output:
+            **{key: unsharded(path) for key, path in outputs.items()},
+        params:
+            tables=tables,
+        log:
+            unsharded(work.log[0]),
+        benchmark:
+            unsharded(work.benchmark)
+        conda:
+            "../envs/cpu.yaml"
+        script:
+            stage_script
 
 
 def subset(block, keys):

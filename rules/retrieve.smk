@@ -27,25 +27,30 @@ rule embed_units:
         units=rules.ingest.output.units,
         questions=rules.ingest.output.questions,
     output:
-        vectors="results/{dataset}/dense/unit_vectors.parquet",
-        questions="results/{dataset}/dense/question_vectors.parquet",
+        vectors=sharded("embed_units", "results/{dataset}/dense/unit_vectors.parquet"),
+        questions=sharded("embed_units", "results/{dataset}/dense/question_vectors.parquet"),
     params:
         embedder=config["models"]["embedder"],
         title=config["retrieval"]["title"],
         cache=EMBEDDING_CACHE,
     log:
-        "results/logs/embed_units/{dataset}.log",
+        sharded("embed_units", "results/logs/embed_units/{dataset}.log"),
     benchmark:
-        "results/benchmarks/embed_units/{dataset}.tsv"
+        sharded("embed_units", "results/benchmarks/embed_units/{dataset}.tsv")
     conda:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/retrieval/dense.py"
 
 
+define_gather("embed_units", "../workflow_scripts/retrieval/dense.py",
+              vectors={"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
+              questions={"contract": "question_vectors", "as_in": "questions", "column": "qid"})
+
+
 rule index_dense:
     input:
-        vectors=rules.embed_units.output.vectors,
+        vectors=unsharded(rules.embed_units.output.vectors),
     output:
         index="results/{dataset}/index/dense.faiss",
     params:
@@ -101,7 +106,7 @@ rule rerank:
     input:
         unpack(rerank_inputs),
     output:
-        scores="results/{dataset}/rerank/{reranker}.parquet",
+        scores=sharded("rerank", "results/{dataset}/rerank/{reranker}.parquet"),
     params:
         reranker=lambda wildcards: config["models"]["rerankers"][wildcards.reranker],
         arms=lambda wildcards: arms_reranked_by(wildcards.dataset, wildcards.reranker),
@@ -109,13 +114,17 @@ rule rerank:
         cache=RERANK_CACHE,
         model_cache=MODEL_CACHE,
     log:
-        "results/logs/rerank/{dataset}_{reranker}.log",
+        sharded("rerank", "results/logs/rerank/{dataset}_{reranker}.log"),
     benchmark:
-        "results/benchmarks/rerank/{dataset}_{reranker}.tsv"
+        sharded("rerank", "results/benchmarks/rerank/{dataset}_{reranker}.tsv")
     conda:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/retrieval/rerank.py"
+
+
+define_gather("rerank", "../workflow_scripts/retrieval/rerank.py",
+              scores={"contract": "rerank_scores", "by": ["qid", "unit_id"]})
 
 
 rule run_arm:

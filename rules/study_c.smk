@@ -15,8 +15,8 @@ if "study_c" in config:
             units=rules.ingest.output.units,
             report=rules.ingest.output.report,
         output:
-            queries="results/{dataset}/study_c/queries.parquet",
-            report="results/{dataset}/study_c/queries_report.json",
+            queries=sharded("study_c_queries", "results/{dataset}/study_c/queries.parquet"),
+            report=sharded("study_c_queries", "results/{dataset}/study_c/queries_report.json"),
         params:
             papers=STUDY_C["papers"],
             seed=STUDY_C["seed"],
@@ -26,13 +26,17 @@ if "study_c" in config:
             model_cache=MODEL_CACHE,
         threads: 2
         log:
-            "results/logs/study_c_queries/{dataset}.log",
+            sharded("study_c_queries", "results/logs/study_c_queries/{dataset}.log"),
         benchmark:
-            "results/benchmarks/study_c_queries/{dataset}.tsv"
+            sharded("study_c_queries", "results/benchmarks/study_c_queries/{dataset}.tsv")
         conda:
             llm_env("generator")
         script:
             "../workflow_scripts/study_c/synthetic.py"
+
+    define_gather("study_c_queries", "../workflow_scripts/study_c/synthetic.py",
+                  queries={"contract": "study_c_queries", "by": ["qid"]})
+
 
     rule study_c_colbert_checkpoint:
         output:
@@ -69,8 +73,8 @@ if "study_c" in config:
         input:
             unpack(study_c_strategy_inputs),
         output:
-            run="results/{dataset}/study_c/runs/{strategy}.parquet",
-            answers="results/{dataset}/study_c/answers/{strategy}.parquet",
+            run=sharded("study_c_strategy", "results/{dataset}/study_c/runs/{strategy}.parquet"),
+            answers=sharded("study_c_strategy", "results/{dataset}/study_c/answers/{strategy}.parquet"),
         params:
             settings=lambda wildcards: strategy_params(wildcards.strategy)["settings"],
             colbert=lambda wildcards: strategy_params(wildcards.strategy)["colbert"],
@@ -82,20 +86,24 @@ if "study_c" in config:
             embedding_cache=EMBEDDING_CACHE,
         threads: 2
         log:
-            "results/logs/study_c_strategy/{dataset}_{strategy}.log",
+            sharded("study_c_strategy", "results/logs/study_c_strategy/{dataset}_{strategy}.log"),
         benchmark:
-            "results/benchmarks/study_c_strategy/{dataset}_{strategy}.tsv"
+            sharded("study_c_strategy", "results/benchmarks/study_c_strategy/{dataset}_{strategy}.tsv")
         conda:
             "../envs/colbert.yaml"
         script:
             "../workflow_scripts/study_c/strategies.py"
 
+    define_gather("study_c_strategy", "../workflow_scripts/study_c/strategies.py",
+                  run={"contract": "study_c_runs", "by": ["qid", "rank"]}, answers={"contract": "study_c_answers", "by": ["qid"]})
+
+
     rule study_c_judge:
         input:
-            queries=rules.study_c_queries.output.queries,
-            answers=rules.study_c_strategy.output.answers,
+            queries=unsharded(rules.study_c_queries.output.queries),
+            answers=unsharded(rules.study_c_strategy.output.answers),
         output:
-            judgments="results/{dataset}/study_c/judgments/{strategy}.parquet",
+            judgments=sharded("study_c_judge", "results/{dataset}/study_c/judgments/{strategy}.parquet"),
         params:
             judge=config["models"]["judge"],
             max_reasks=STUDY_C["judge_reasks"],
@@ -104,17 +112,21 @@ if "study_c" in config:
             model_cache=MODEL_CACHE,
         threads: 2
         log:
-            "results/logs/study_c_judge/{dataset}_{strategy}.log",
+            sharded("study_c_judge", "results/logs/study_c_judge/{dataset}_{strategy}.log"),
         benchmark:
-            "results/benchmarks/study_c_judge/{dataset}_{strategy}.tsv"
+            sharded("study_c_judge", "results/benchmarks/study_c_judge/{dataset}_{strategy}.tsv")
         conda:
             llm_env("judge")
         script:
             "../workflow_scripts/study_c/tables.py"
 
+    define_gather("study_c_judge", "../workflow_scripts/study_c/tables.py",
+                  judgments={"contract": "judgments_study_c", "by": ["item_id"]})
+
+
     rule study_c_tables:
         input:
-            queries=rules.study_c_queries.output.queries,
+            queries=unsharded(rules.study_c_queries.output.queries),
             runs=lambda wildcards: study_c_outputs("study_c_strategy", "run", wildcards),
             answers=lambda wildcards: study_c_outputs("study_c_strategy", "answers", wildcards),
             judgments=lambda wildcards: study_c_outputs("study_c_judge", "judgments", wildcards),

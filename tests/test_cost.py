@@ -50,27 +50,29 @@ def study_a(tmp_path):
         pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / f"run_{arm}.parquet")
     pl.DataFrame({"qid": QIDS, "top1_cos": [0.1] * 4}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_dense", "component": "group", "tables": [dense], "benchmark": bench(tmp_path / "d.tsv", 8.0)},
-        {"stage": "retrieve_bm25", "component": "group", "tables": [bm25], "benchmark": bench(tmp_path / "b.tsv", 4.0)},
-        {"stage": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmark": bench(tmp_path / "r.tsv", 24.0)},
+        {"stage": "retrieve_dense", "component": "group", "tables": [dense], "benchmarks": [bench(tmp_path / "d.tsv", 8.0)]},
+        {"stage": "retrieve_bm25", "component": "group", "tables": [bm25], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmarks": [bench(tmp_path / "r.tsv", 24.0)]},
         *({"stage": "run_arm", "component": arm, "tables": [str(tmp_path / f"run_{arm}.parquet")],
-           "benchmark": bench(tmp_path / f"a_{arm}.tsv", 2.0)} for arm in ARMS),
+           "benchmarks": [bench(tmp_path / f"a_{arm}.tsv", 2.0)]} for arm in ARMS),
         {"stage": "route_features", "component": "keep_vs_hybrid", "tables": [str(tmp_path / "features.parquet")],
-         "benchmark": bench(tmp_path / "f.tsv", 1.0)},
+         "benchmarks": [bench(tmp_path / "f.tsv", 1.0)]},
         {"stage": "generate_answers", "component": "keep", "device": "ignored: rows say",
-         "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "benchmark": bench(tmp_path / "gk.tsv", 9.0)},
+         "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gk.tsv", 9.0)]},
         {"stage": "generate_answers", "component": "hybrid",
-         "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "benchmark": bench(tmp_path / "gh.tsv", 20.0)},
+         "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gh.tsv", 20.0)]},
     ]
     questions = pl.DataFrame({"qid": QIDS})
     return {"sources": sources, "questions": questions, "dense": dense, "bm25": bm25}
 
 
-def test_benchmark_seconds_reads_the_mean_of_column_s(tmp_path):
+def test_benchmark_seconds_reads_the_mean_of_column_s_summed_over_a_stages_jobs(tmp_path):
     (tmp_path / "b.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n4.0\t0:00:04\n")
-    assert cost.benchmark_seconds(tmp_path / "b.tsv") == 3.0
+    (tmp_path / "gather.tsv").write_text("s\th:m:s\n0.5\t0:00:00\n")
+    assert cost.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
+    assert cost.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
     with pytest.raises(InputError, match="benchmark file .*missing.tsv does not exist"):
-        cost.benchmark_seconds(tmp_path / "missing.tsv")
+        cost.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
 
 
 def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
@@ -135,13 +137,13 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "run.parquet")
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_bm25", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmark": bench(tmp_path / "b.tsv", 4.0)},
-        {"stage": "run_arm", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmark": bench(tmp_path / "a.tsv", 0.0)},
-        {"stage": "route_features", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmark": bench(tmp_path / "f.tsv", 0.4)},
+        {"stage": "retrieve_bm25", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "run_arm", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "a.tsv", 0.0)]},
+        {"stage": "route_features", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmarks": [bench(tmp_path / "f.tsv", 0.4)]},
         {"stage": "generate_answers", "component": "closed_book",
-         "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "benchmark": bench(tmp_path / "g1.tsv", 9.0)},
+         "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "benchmarks": [bench(tmp_path / "g1.tsv", 9.0)]},
         {"stage": "generate_answers", "component": "bm25",
-         "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmark": bench(tmp_path / "g2.tsv", 9.0)},
+         "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmarks": [bench(tmp_path / "g2.tsv", 9.0)]},
     ]
     table = cost.priced(cost.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
     plan = cost.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True)

@@ -79,7 +79,7 @@ def test_every_rule_script_is_a_module_of_the_package():
     }
     assert scripts and all((PROJECT_ROOT / script).is_file() for script in scripts)
     for script in scripts:
-        assert "run_job(main, snakemake)" in (PROJECT_ROOT / script).read_text(), f"{script} is not a rule entry point"
+        assert "run_job(main, snakemake" in (PROJECT_ROOT / script).read_text(), f"{script} is not a rule entry point"
 
 
 def test_every_public_function_has_a_caller_outside_the_tests():

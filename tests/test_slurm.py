@@ -1,8 +1,10 @@
 """The cluster profile on a real SLURM: a single-node cluster (munged, slurmctld, slurmd from Debian's packages
-`slurm-wlm munge`) is started in a temporary directory, the tiny demo DAG is submitted through
-`--profile profiles/slurm` (snakemake-executor-plugin-slurm, the `slurm` extra), and every table must equal a
-local run's. The node advertises one GPU (a gres with no device file) so the profile's GPU requests are
-scheduled for real; the jobs still compute on CPU (the tiny config names device cpu).
+`slurm-wlm munge`) is started in a temporary directory, the tiny demo DAG with its heavy stages split in two
+shards each (config `shards`) is submitted through `--profile profiles/slurm` (snakemake-executor-plugin-slurm,
+the `slurm` extra): shards of one stage must run side by side, and every table must equal a local unsharded
+run's. The node advertises four GPUs (a gres count, no device files) and eight CPUs, so the profile's GPU
+requests are scheduled for real and two shards fit at once; the jobs still compute on the machine's CPUs (the
+tiny config names device cpu).
 
 Needs root (slurmd launches the jobs) and the packages above; without them the cluster test is skipped with
 the exact reason. No accounting daemon is needed: the plugin's status command is `squeue` (MinJobAge keeps
@@ -29,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
-from tiny_demo import differences, offline_env, partial_files, reference_run, tiny_workdir
+from tiny_demo import SHARDS, UNBATCHED, differences, offline_env, partial_files, reference_run, shard, tiny_workdir
 from workflow_helpers import SNAKEMAKE
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "srun")
@@ -116,7 +118,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 GresTypes=gpu
-NodeName={host} CPUs={cpus} RealMemory=65536 Gres=gpu:1 State=UNKNOWN
+NodeName={host} CPUs={cpus} RealMemory=65536 Gres=gpu:4 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -135,9 +137,9 @@ class Cluster:
         key.chmod(0o400)
         self.conf = root / "slurm.conf"
         self.conf.write_text(SLURM_CONF.format(
-            host=host, root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=os.cpu_count(),
+            host=host, root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=max(8, os.cpu_count()),
         ))
-        (root / "gres.conf").write_text(f"NodeName={host} Name=gpu File=/dev/null\n")
+        (root / "gres.conf").write_text(f"NodeName={host} Name=gpu Count=4\n")
         wrapper = root / "bin" / "srun"
         wrapper.write_text(f'#!/bin/sh\nSLURM_CONF={self.conf} exec {shutil.which("srun")} "$@"\n')
         wrapper.chmod(0o755)
@@ -203,11 +205,17 @@ def cluster(tmp_path_factory):
         running.stop()
 
 
+def overlapping(jobs: list[dict[str, str]]) -> bool:
+    """Whether at least two of the jobs ran at the same time (by the controller's start and end times)."""
+    spans = sorted((job["StartTime"], job["EndTime"]) for job in jobs)
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+
+
 @pytest.mark.slow
 @pytest.mark.integration
-def test_demo_through_slurm_profile_matches_local_run(cluster, tmp_path, tmp_path_factory):
-    local = reference_run(tmp_path_factory)
-    work = tiny_workdir(tmp_path)
+def test_sharded_demo_through_slurm_profile_runs_shards_side_by_side_and_matches_local_run(cluster, tmp_path, tmp_path_factory):
+    local = reference_run(tmp_path_factory, unbatched=True)  # unsharded, local (why unbatched: tiny_demo.SHARDS)
+    work = shard(tiny_workdir(tmp_path, UNBATCHED))
     process = subprocess.run(
         [*SNAKEMAKE, "--profile", "profiles/slurm", "--slurm-status-command", "squeue", "--slurm-no-account",
          "--slurm-init-seconds-before-status-checks", "1"],
@@ -223,5 +231,9 @@ def test_demo_through_slurm_profile_matches_local_run(cluster, tmp_path, tmp_pat
     for rule, submitted in by_rule.items():
         gpus = {"gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", "") for job in submitted}
         assert gpus == {rule in GPU_RULES}, f"{rule}: GPU request {gpus}, expected {rule in GPU_RULES}"
+    for stage, count in SHARDS.items():  # each shard its own job, the gather another (on CPU)
+        assert len(by_rule[stage]) == count * (len(by_rule[f"{stage}_gather"])), stage
+    assert any(overlapping(by_rule[stage]) for stage in SHARDS), {
+        stage: sorted((job["StartTime"], job["EndTime"]) for job in by_rule[stage]) for stage in SHARDS}
     assert differences(local, work) == []
     assert partial_files(work) == []

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import yaml
 from conftest import PROJECT_ROOT
 from workflow_helpers import SHARED_CACHE, make_workdir, snakemake
 
@@ -45,14 +46,15 @@ VOLATILE_COLUMNS = {
 
 def tiny_config(model_overrides: dict | None = None) -> dict:
     """The tiny config: the default models with small generation settings (and `model_overrides` merged in)."""
-    import yaml
-
     models = yaml.safe_load((PROJECT_ROOT / "config.yaml").read_text())["models"]
     models["rerankers"]["smollm2_yes_no"]["max_passage_tokens"] = 64
     for role in ("generator", "judge"):
         models[role] |= {"max_prompt_tokens": 384, "shard_size": 2, "sampling": {"max_new_tokens": 4}}
     for role, override in (model_overrides or {}).items():
-        models[role] = models[role] | override
+        if role == "rerankers":  # the same settings for every reranker
+            models[role] = {name: spec | override for name, spec in models[role].items()}
+        else:
+            models[role] = models[role] | override
     return TINY_CONFIG | {"models": models}
 
 
@@ -68,15 +70,33 @@ def tiny_workdir(tmp_path: Path, model_overrides: dict | None = None) -> Path:
     return work
 
 
+# A sharded run (config `shards`) runs these stages as two jobs each, joined by their gathers. Sharding changes
+# which items share a batch, and on CPU a float32 row's result moves with its batch's shape (embeddings by ~1e-7,
+# reranker scores by ~2e-6, token entropies by ~1e-6 on this DAG: same rankings and answer texts), so runs whose
+# tables are compared across sharding compute one item at a time (UNBATCHED): then only sharding could differ.
+SHARDS = {"embed_units": 2, "rerank": 2, "generate_answers": 2, "judge_answers": 2}
+UNBATCHED = {"embedder": {"batch_size": 1}, "generator": {"batch_size": 1}, "judge": {"batch_size": 1},
+             "rerankers": {"batch_size": 1}}
+
+
+def shard(work: Path, shards: dict[str, int] = SHARDS) -> Path:
+    """Set config `shards` in a workdir made by `tiny_workdir`."""
+    config = work / "config.yaml"
+    config.write_text(yaml.safe_dump(yaml.safe_load(config.read_text()) | {"shards": shards}))
+    return work
+
+
 def result_files(work: Path) -> dict[str, Path]:
     """Relative path → file of every result of the dataset (tables, runs, reports), hidden files included, except
     the Lucene index: its segment files carry their own ids and timestamps and its manifest the build time (the
-    rankings read from it are compared instead)."""
+    rankings read from it are compared instead), and a sharded run's per-shard files (`<table>.shards/`), which
+    only it has: its gathered tables are compared."""
     root = work / "results" / DATASET
     return {
         str(path.relative_to(root)): path
         for path in sorted(root.rglob("*"))
         if path.is_file() and path.relative_to(root).parts[:2] != ("index", "bm25")
+        and not any(part.endswith(".shards") for part in path.relative_to(root).parts)
     }
 
 
@@ -107,16 +127,17 @@ def partial_files(work: Path) -> list[str]:
     return sorted(str(path.relative_to(work)) for path in results.rglob("*.partial") if "cache" not in path.parts)
 
 
-_REFERENCE: dict[str, Path] = {}
+_REFERENCE: dict[bool, Path] = {}
 
 
-def reference_run(tmp_path_factory) -> Path:
-    """One uninterrupted local run of the tiny DAG, shared by every test of the session that compares to it."""
-    if "work" not in _REFERENCE:
-        work = tiny_workdir(tmp_path_factory.mktemp("tiny_reference"))
+def reference_run(tmp_path_factory, unbatched: bool = False) -> Path:
+    """One uninterrupted local unsharded run of the tiny DAG (one item per batch when `unbatched`), shared by every
+    test of the session that compares to it."""
+    if unbatched not in _REFERENCE:
+        work = tiny_workdir(tmp_path_factory.mktemp("tiny_reference"), UNBATCHED if unbatched else None)
         snakemake(work)
-        _REFERENCE["work"] = work
-    return _REFERENCE["work"]
+        _REFERENCE[unbatched] = work
+    return _REFERENCE[unbatched]
 
 
 def offline_env() -> dict[str, str]:

@@ -16,7 +16,7 @@ def answered_policies(dataset):
 
 
 def cost_sources(wildcards):
-    """Every per-query stage instance of the dataset: its table(s), benchmark file and device (see cost/stage.py).
+    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather) and device (see cost/stage.py).
     A routing pair's own stage (its features) is not among them: route_costs adds it (`pair_sources`)."""
     from workflow_scripts.retrieval.arms import first_stages
 
@@ -28,29 +28,29 @@ def cost_sources(wildcards):
         device = config["models"]["embedder"]["device"] if method == "dense" else "cpu"
         sources.append({"stage": f"retrieve_{method}", "component": scope, "device": device,
                         "tables": [output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=scope)],
-                        "benchmark": benchmark_of(f"retrieve_{method}", dataset=dataset, scope=scope)})
+                        "benchmarks": benchmarks_of(f"retrieve_{method}", dataset=dataset, scope=scope)})
     for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
         sources.append({"stage": "rerank", "component": reranker, "device": config["models"]["rerankers"][reranker]["device"],
                         "tables": [output_of("rerank", "scores", dataset=dataset, reranker=reranker)],
-                        "benchmark": benchmark_of("rerank", dataset=dataset, reranker=reranker)})
+                        "benchmarks": benchmarks_of("rerank", dataset=dataset, reranker=reranker)})
     for arm in sorted(arms):
         sources.append({"stage": "run_arm", "component": arm, "tables": [output_of("run_arm", "run", dataset=dataset, arm=arm)],
-                        "benchmark": benchmark_of("run_arm", dataset=dataset, arm=arm)})
+                        "benchmarks": benchmarks_of("run_arm", dataset=dataset, arm=arm)})
     for policy in answered_policies(dataset):
         sources.append({"stage": "generate_answers", "component": policy,
                         "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
-                        "benchmark": benchmark_of("generate_answers", dataset=dataset, policy=policy)})
+                        "benchmarks": benchmarks_of("generate_answers", dataset=dataset, policy=policy)})
     judge = config["models"]["judge"]
     for policy in POLICIES if answer_targets(dataset) else []:
         sources.append({"stage": "judge_answers", "component": policy,
                         "device": judge.get("base_url") or judge.get("device", "cpu"),
                         "tables": [output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES],
-                        "benchmark": benchmark_of("judge_answers", dataset=dataset, policy=policy)})
+                        "benchmarks": benchmarks_of("judge_answers", dataset=dataset, policy=policy)})
     return sources
 
 
 def cost_source_files(wildcards):
-    return [path for source in cost_sources(wildcards) for path in (*source["tables"], source["benchmark"])]
+    return [path for source in cost_sources(wildcards) for path in (*source["tables"], *source["benchmarks"])]
 
 
 def cost_pairs(dataset):

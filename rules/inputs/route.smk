@@ -78,12 +78,12 @@ def pair_sources(wildcards):
     dataset, pair = wildcards.dataset, wildcards.pair
     return [{"stage": "route_features", "component": pair,
              "tables": [output_of("route_features", "features", dataset=dataset, pair=pair)],
-             "benchmark": benchmark_of("route_features", dataset=dataset, pair=pair)}]
+             "benchmarks": benchmarks_of("route_features", dataset=dataset, pair=pair)}]
 
 
 def pair_source_files(wildcards):
     return {f"pair_{source['stage']}_{index}": path
-            for source in pair_sources(wildcards) for index, path in enumerate((*source["tables"], source["benchmark"]))}
+            for source in pair_sources(wildcards) for index, path in enumerate((*source["tables"], *source["benchmarks"]))}
 
 
 def pair_costing(wildcards):

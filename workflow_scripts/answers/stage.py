@@ -38,6 +38,7 @@ from workflow_scripts.core.contracts import (
     write_table,
 )
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import own_rows, shard_of
 from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
@@ -50,17 +51,20 @@ JUDGES = {"study_a": judges.STUDY_A, "study_c": judges.STUDY_C}
 
 
 def answered_questions(smk: Any) -> pl.DataFrame:
-    """The questions of the configured splits: qid, group_id, text, answers."""
+    """The questions of the configured splits (of the job's shard): qid, group_id, text, answers."""
     splits = read_table(smk.input.splits, SPLITS).filter(pl.col("split").is_in(smk.params.splits))
     questions = read_table(smk.input.questions, QUESTIONS).select("qid", "text", "answers")
-    return questions.join(splits.select("qid", "group_id"), on="qid").sort("qid")
+    questions = questions.join(splits.select("qid", "group_id"), on="qid").sort("qid")
+    return own_rows(questions, "qid", shard_of(smk), "questions")
 
 
 def evidence(smk: Any, questions: pl.DataFrame) -> dict[str, tuple[str, ...]]:
     """qid → the policy's evidence texts in rank order (none for closed_book)."""
     if smk.wildcards.policy == CLOSED_BOOK:
         return {qid: () for qid in questions["qid"]}
-    run = read_table(smk.input.run, RUNS).join(read_table(smk.input.units, UNITS).select("unit_id", "text"), on="unit_id")
+    run = read_table(smk.input.run, RUNS).filter(pl.col("qid").is_in(questions["qid"].implode()))
+    units = read_table(smk.input.units, UNITS, where=("unit_id", run["unit_id"].unique()))
+    run = run.join(units.select("unit_id", "text"), on="unit_id")
     texts = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
     shown = dict(zip(texts["qid"], texts["text"].to_list()))
     return {qid: tuple(shown.get(qid, [])) for qid in questions["qid"]}

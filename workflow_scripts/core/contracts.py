@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -639,9 +640,16 @@ def write_table(table: pl.DataFrame, path: str | os.PathLike, contract: Contract
     return table
 
 
-def read_table(path: str | os.PathLike, contract: Contract) -> pl.DataFrame:
-    """Read a canonical table and check it against its contract (a stale or foreign file fails loudly)."""
+def read_table(
+    path: str | os.PathLike, contract: Contract, where: tuple[str, Iterable[Any]] | None = None
+) -> pl.DataFrame:
+    """Read a canonical table and check it against its contract (a stale or foreign file fails loudly);
+    `where=(column, values)` reads only the rows whose column is one of the values (the rest never loaded)."""
     path = Path(path)
     if not path.exists():
         raise ContractError(f"table '{contract.name}': file {path} does not exist")
-    return conform(pl.read_parquet(path), contract)
+    if where is None:
+        return conform(pl.read_parquet(path), contract)
+    column, values = where
+    wanted = pl.Series(values, dtype=contract.columns[column].dtype)
+    return conform(pl.scan_parquet(path).filter(pl.col(column).is_in(wanted.implode())).collect(), contract)

@@ -37,12 +37,16 @@ def limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(max(1, threads))
 
 
-def run_job(main: Callable[[Any], None], smk: Any) -> None:
-    """Run `main(smk)` as a Snakemake job with logging set up and user errors reported in one line."""
+def run_job(main: Callable[[Any], None], smk: Any, gather: Callable[[Any], None] | None = None) -> None:
+    """Run `main(smk)` as a Snakemake job with logging set up and user errors reported in one line; a sharded
+    stage's gather job runs `gather(smk)` instead (default: core/shards.gather, for stages whose outputs are all
+    contract tables)."""
+    from workflow_scripts.core import shards
+
     configure_logging(smk.log[0] if smk.log else None)
     limit_threads(smk.threads)
     try:
-        main(smk)
+        (gather or shards.gather)(smk) if shards.is_gather(smk) else main(smk)
     except InputError as error:
         logging.getLogger("ragfrontier").error("%s", error)
         sys.exit(1)

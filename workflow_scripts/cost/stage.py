@@ -4,7 +4,8 @@ Rule `cost_ledger` (per dataset)
   In:  the questions, and for every stage instance that works per query (a first-stage ranking per method and
        scope, a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations
        and judgments) its output table and its Snakemake benchmark file (`results/benchmarks/<rule>/...tsv`);
-       `params.sources` lists them (stage, component, tables, benchmark, device).
+       `params.sources` lists them (stage, component, tables, benchmarks, device); a sharded stage's seconds are its
+       shard jobs' and gather's, summed.
   Out: results/<dataset>/cost/ledger.parquet (COST_LEDGER): one row per (query, stage, component) with measured
        wall seconds, the device, tokens in / out and the number of retrieval calls, LLM calls and reranked pairs.
        `basis` says how the seconds were measured: "item" — the stage's own per-item measurement (LLM generation:
@@ -64,15 +65,18 @@ COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
 # --- The ledger
 
 
-def benchmark_seconds(path: str | Path) -> float:
-    """Mean wall seconds (column `s`) of a Snakemake benchmark file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"cost ledger: benchmark file {path} does not exist; rerun the rule that writes it")
-    table = pl.read_csv(path, separator="\t")
-    if "s" not in table.columns or table.height == 0:
-        raise InputError(f"cost ledger: benchmark file {path} has no 's' (seconds) row")
-    return float(table["s"].mean())
+def benchmark_seconds(paths: Sequence[str | Path]) -> float:
+    """Wall seconds of one stage instance: the mean `s` of each of its Snakemake benchmark files (one job, or a
+    sharded stage's shards and gather), summed."""
+    total = 0.0
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise InputError(f"cost ledger: benchmark file {path} does not exist; rerun the rule that writes it")
+        table = pl.read_csv(path, separator="\t")
+        if "s" not in table.columns or table.height == 0:
+            raise InputError(f"cost ledger: benchmark file {path} has no 's' (seconds) row")
+        total += float(table["s"].mean())
+    return total
 
 
 def job_even(items: pl.DataFrame, job_seconds: float, **fixed: Any) -> pl.DataFrame:
@@ -93,19 +97,19 @@ def per_query(qids: pl.Series) -> pl.DataFrame:
 
 def retrieval_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
     """One search per question (questions that found nothing were searched too)."""
-    return job_even(per_query(questions["qid"]), benchmark_seconds(source["benchmark"]), retrieval_calls=1)
+    return job_even(per_query(questions["qid"]), benchmark_seconds(source["benchmarks"]), retrieval_calls=1)
 
 
 def rerank_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     """The reranker job's seconds split evenly over the (query, unit) pairs it scored."""
     scores = pl.read_parquet(source["tables"][0], columns=["qid"])
     items = scores.group_by("qid").len().select("qid", pl.col("len").cast(pl.Int64).alias("items")).sort("qid")
-    return job_even(items, benchmark_seconds(source["benchmark"])).with_columns(pl.col("items").alias("rerank_pairs"))
+    return job_even(items, benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("rerank_pairs"))
 
 
 def table_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     """A per-query job (an arm's fusion and cut, a pair's features): its seconds split evenly over its queries."""
-    return job_even(per_query(pl.read_parquet(source["tables"][0], columns=["qid"])["qid"]), benchmark_seconds(source["benchmark"]))
+    return job_even(per_query(pl.read_parquet(source["tables"][0], columns=["qid"])["qid"]), benchmark_seconds(source["benchmarks"]))
 
 
 def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
@@ -113,7 +117,7 @@ def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     answers = read_table(source["tables"][0], GENERATIONS)
     return answers.select(
         pl.col("request_id").alias("qid"), pl.col("latency_s").alias("seconds"), pl.lit("item").alias("basis"),
-        pl.lit(benchmark_seconds(source["benchmark"])).alias("job_seconds"),
+        pl.lit(benchmark_seconds(source["benchmarks"])).alias("job_seconds"),
         pl.lit(answers.height, dtype=pl.Int64).alias("job_items"), pl.lit(1, dtype=pl.Int64).alias("items"),
         "device", "prompt_tokens", "completion_tokens", pl.lit(1, dtype=pl.Int64).alias("llm_calls"),
     )
@@ -123,7 +127,7 @@ def judge_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     """The judge job's seconds split evenly over its calls (both judges, re-asks included)."""
     calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts"]) for path in source["tables"]])
     items = calls.group_by("item_id").agg(pl.col("attempts").sum().cast(pl.Int64).alias("items")).rename({"item_id": "qid"})
-    return job_even(items.sort("qid"), benchmark_seconds(source["benchmark"])).with_columns(pl.col("items").alias("llm_calls"))
+    return job_even(items.sort("qid"), benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("llm_calls"))
 
 
 def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:

@@ -39,6 +39,7 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import read_owned, shard_of
 from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.unit_text import unit_texts
 
@@ -219,8 +220,9 @@ def _with_vectors(table: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
 def embed_units(smk: Any) -> None:
     """Rule embed_units: units and questions → unit_vectors (row order = units order = dense index order) and
     question_vectors; the one job per dataset that loads the embedding model, so searching needs only FAISS."""
-    units = read_table(smk.input.units, UNITS)
-    questions = read_table(smk.input.questions, QUESTIONS)
+    shard = shard_of(smk)  # sharded: this job's units and questions only
+    units = read_owned(smk.input.units, UNITS, "unit_id", shard, "units")
+    questions = read_owned(smk.input.questions, QUESTIONS, "qid", shard, None)
     model, cache, batch_size = _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
     unit_vectors = embed_texts(unit_texts(units, smk.params.title), model, cache, batch_size)
     question_vectors = embed_texts(questions["text"].to_list(), model, cache, batch_size)

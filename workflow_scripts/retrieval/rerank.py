@@ -10,9 +10,12 @@ sha256(scorer fingerprint, query, text). The scorer fingerprint covers the weigh
 (Hybrid), and a changed prompt or model never reuses stale scores. Scores are appended in shards of
 `flush_every` pairs as they are computed, so an interrupted run resumes.
 
-Two scorers:
+Three scorers:
 - "cross_encoder": a sentence-transformers CrossEncoder with one output (real runs:
   cross-encoder/ms-marco-MiniLM-L-6-v2); the score is its raw logit.
+- "bi_encoder": a sentence-transformers bi-encoder; the score is the cosine of the query's and the unit's
+  embeddings. The demo's offline reranker (all-MiniLM-L6-v2, the embedder itself): it reorders a dense arm's
+  candidates as the dense search did, and rescores another first stage's (RRF's) candidates densely.
 - "llm_pointwise": a causal LM asked "Is the passage relevant to the question? Answer Yes or No." through its
   chat template; the score is P(Yes) / (P(Yes) + P(No)) for the first answer token, from one forward pass per
   left-padded batch (no generation). That is the reply under a choice constraint (`POINTWISE_CHOICES`, each one
@@ -47,13 +50,14 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import own_rows, shard_of
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.retrieval.arms import candidates_from
 from workflow_scripts.retrieval.unit_text import unit_texts
 
 log = logging.getLogger(__name__)
 
-SCORER_KINDS = ("cross_encoder", "llm_pointwise")
+SCORER_KINDS = ("cross_encoder", "bi_encoder", "llm_pointwise")
 POINTWISE_CHOICES = ("Yes", "No")  # the reply's choice constraint: relevant, not relevant
 POINTWISE_PROMPT = (
     "Question: {question}\n\nPassage: {passage}\n\nIs the passage relevant to the question? Answer Yes or No."
@@ -126,6 +130,17 @@ def cross_encoder_scorer(model: Any) -> Scorer:
     return Scorer("cross_encoder", content_key(models.model_fingerprint(model), settings), score)
 
 
+def bi_encoder_scorer(model: Any) -> Scorer:
+    """Score pairs by the cosine of a sentence-transformers bi-encoder's normalized query and unit embeddings."""
+
+    def score(queries: list[str], texts: list[str]) -> np.ndarray:
+        encode = partial(model.encode, batch_size=len(queries), convert_to_numpy=True, normalize_embeddings=True,
+                         show_progress_bar=False)
+        return np.einsum("ij,ij->i", encode(queries), encode(texts))
+
+    return Scorer("bi_encoder", content_key(models.model_fingerprint(model), "bi_encoder\tcosine"), score)
+
+
 def _single_token(chat: ChatTokenizer, word: str) -> int:
     ids = chat.encode(word)
     if len(ids) != 1:
@@ -179,6 +194,8 @@ def load_scorer(
                 f"relevance output (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2)"
             )
         return cross_encoder_scorer(model)
+    if kind == "bi_encoder":
+        return bi_encoder_scorer(models.sentence_transformer(name_or_path, device=device))
     if kind == "llm_pointwise":
         folder, fingerprint = models.causal_lm_folder(name_or_path, model_cache_dir)
         weights = partial(models.causal_lm_weights, name_or_path, folder, fingerprint, device)
@@ -198,8 +215,8 @@ def candidate_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str
 def main(smk: Any) -> None:
     """Rule rerank: score every candidate pair of the arms using this reranker, once."""
     rankings = {key: read_table(path, RANKING) for key, path in smk.input.items() if key not in ("units", "questions")}
-    pairs = candidate_pairs(smk.params.arms, rankings)
-    units = read_table(smk.input.units, UNITS)
+    pairs = own_rows(candidate_pairs(smk.params.arms, rankings), "qid", shard_of(smk), "questions with candidates")
+    units = read_table(smk.input.units, UNITS, where=("unit_id", pairs["unit_id"].unique()))
     texts = pl.DataFrame({"unit_id": units["unit_id"], "unit_text": unit_texts(units, smk.params.title)})
     questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("query"))
     pairs = pairs.join(questions, on="qid").join(texts, on="unit_id")

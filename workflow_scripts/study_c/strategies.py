@@ -58,6 +58,7 @@ from workflow_scripts.core.contracts import (
     write_table,
 )
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import own_rows, shard_of
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json
 from workflow_scripts.llm.rendering import load_templates
@@ -366,7 +367,7 @@ def retriever_for(smk: Any, units: pl.DataFrame) -> Retriever:
 
 
 def strategy_rule(smk: Any) -> None:
-    queries = read_table(smk.input.queries, STUDY_C_QUERIES).sort("qid")
+    queries = own_rows(read_table(smk.input.queries, STUDY_C_QUERIES).sort("qid"), "qid", shard_of(smk), "queries")
     units = read_table(smk.input.units, UNITS)
     ctx = Context(
         engine=llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator"),

@@ -30,6 +30,7 @@ import polars as pl
 from workflow_scripts.core.atomic import write_json_atomic
 from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, read_table, write_table
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import gather, owned, shard_of, shard_paths
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
 from workflow_scripts.llm.rendering import load_templates
@@ -98,6 +99,9 @@ def queries_rule(smk: Any) -> None:
         "papers_without_abstract_skipped", 0)
     sample = reservoir_sample(units.select("unit_id", "title", "text").iter_rows(named=True),
                               smk.params.papers, smk.params.seed)
+    shard = shard_of(smk)  # sharded: the whole sample is drawn, then this job keeps its own papers
+    sample = [paper for paper, mine in zip(sample, owned([paper["unit_id"] for paper in sample], shard, "sampled papers"))
+              if mine]
     failures = Counter({"empty_abstract": sum(1 for paper in sample if not paper["text"].strip())})
     papers = [paper for paper in sample if paper["text"].strip()]
     template = load_templates(smk.params.prompts)["synthetic_queries"]
@@ -106,7 +110,7 @@ def queries_rule(smk: Any) -> None:
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
     rows, parse_failures, obtained = synthesize(papers, llm.generate(requests, engine, Path(smk.params.cache)))
     failures.update(parse_failures)
-    write_table(frame(rows, STUDY_C_QUERIES), smk.output.queries, STUDY_C_QUERIES)
+    write_table(frame(rows, STUDY_C_QUERIES).sort("qid"), smk.output.queries, STUDY_C_QUERIES)
     report = {
         "papers_in_corpus": units.height, "papers_without_abstract_in_source": skipped_upstream,
         "papers_sampled": len(sample), "papers_succeeded": len(rows) // len(QUERY_TYPES),
@@ -119,9 +123,37 @@ def queries_rule(smk: Any) -> None:
              len(sample), report["failures"])
 
 
+SHARED_FIELDS = ("papers_in_corpus", "papers_without_abstract_in_source", "seed")  # the same in every shard's report
+
+
+def merged_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One report from the shards' reports: the corpus fields and seed as every shard has them, every count
+    summed (sampled, succeeded, queries, failures by cause, replies by how they were obtained)."""
+    for field in SHARED_FIELDS:
+        if len({report[field] for report in reports}) != 1:
+            raise ValueError(f"the shards' query reports disagree on {field}: {[report[field] for report in reports]}")
+    replies: Counter = Counter()
+    for report in reports:
+        replies.update(report["replies_used"])
+    total = {key: sum(report[key] for report in reports) for key in ("papers_sampled", "papers_succeeded", "queries")}
+    return {
+        "papers_in_corpus": reports[0]["papers_in_corpus"],
+        "papers_without_abstract_in_source": reports[0]["papers_without_abstract_in_source"], **total,
+        "failures": {cause: sum(report["failures"][cause] for report in reports) for cause in CAUSES},
+        "replies_used": dict(sorted(replies.items())), "seed": reports[0]["seed"],
+    }
+
+
+def gather_rule(smk: Any) -> None:
+    """The gather of a sharded study_c_queries: the queries table through core/shards, the reports merged."""
+    gather(smk)
+    reports = [json.loads(path.read_text()) for path in shard_paths(smk, "report")]
+    write_json_atomic(merged_reports(reports), smk.output.report)
+
+
 def main(smk: Any) -> None:
     {"study_c_queries": queries_rule}[smk.rule](smk)
 
 
 if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    run_job(main, snakemake, gather=gather_rule)  # noqa: F821 — injected by Snakemake's script directive

@@ -41,6 +41,7 @@ from workflow_scripts.core.contracts import (
     write_table,
 )
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.shards import own_rows, shard_of
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
@@ -55,7 +56,8 @@ COST_COLUMNS = ("llm_calls", "prompt_tokens", "completion_tokens", "llm_seconds"
 
 def judge_rule(smk: Any) -> None:
     queries = read_table(smk.input.queries, STUDY_C_QUERIES)
-    answers = read_table(smk.input.answers, STUDY_C_ANSWERS).filter(pl.col("answer_status") == "ok")
+    answers = own_rows(read_table(smk.input.answers, STUDY_C_ANSWERS), "qid", shard_of(smk), "answered queries")
+    answers = answers.filter(pl.col("answer_status") == "ok")
     items = answers.join(queries, on="qid").select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer").sort("item_id")
     engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
