@@ -2,8 +2,8 @@
 `slurm-wlm munge`) is started in a temporary directory, the tiny demo DAG with its heavy stages split in two
 shards each (config `shards`) is submitted through `--profile profiles/slurm` (snakemake-executor-plugin-slurm,
 the `slurm` extra): shards of one stage must run side by side, and every table must equal a local unsharded
-run's. The node advertises four GPUs (a gres count, no device files) and eight CPUs, so the profile's GPU
-requests are scheduled for real and two shards fit at once; the jobs still compute on the machine's CPUs (the
+run's. The node advertises two GPUs (gres entries on /dev/null and /dev/zero) and eight CPUs, so the profile's
+GPU requests are scheduled for real and two shards fit at once; the jobs still compute on the machine's CPUs (the
 tiny config names device cpu).
 
 Needs root (slurmd launches the jobs) and the packages above; without them the cluster test is skipped with
@@ -37,6 +37,11 @@ from workflow_helpers import SNAKEMAKE
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "srun")
 GPU_RULES = {"generate_answers", "judge_answers", "rerank", "embed_units", "index_dense", "study_c_colbert_index",
              "study_c_queries", "study_c_strategy", "study_c_judge"}
+
+
+# The node's "GPUs": character devices every Linux has (slurmd counts a gpu gres by its device files), two so
+# that two GPU shard jobs fit side by side.
+FAKE_GPUS = ("/dev/null", "/dev/zero")
 
 
 def rule_names() -> set[str]:
@@ -118,7 +123,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 GresTypes=gpu
-NodeName={host} CPUs={cpus} RealMemory=65536 Gres=gpu:4 State=UNKNOWN
+NodeName={host} CPUs={cpus} RealMemory=65536 Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -138,8 +143,9 @@ class Cluster:
         self.conf = root / "slurm.conf"
         self.conf.write_text(SLURM_CONF.format(
             host=host, root=root, ctld_port=free_port(), slurmd_port=free_port(), cpus=max(8, os.cpu_count()),
+            gpus=len(FAKE_GPUS),
         ))
-        (root / "gres.conf").write_text(f"NodeName={host} Name=gpu Count=4\n")
+        (root / "gres.conf").write_text("".join(f"NodeName={host} Name=gpu File={device}\n" for device in FAKE_GPUS))
         wrapper = root / "bin" / "srun"
         wrapper.write_text(f'#!/bin/sh\nSLURM_CONF={self.conf} exec {shutil.which("srun")} "$@"\n')
         wrapper.chmod(0o755)
