@@ -6,6 +6,7 @@ import json
 import polars as pl
 import pytest
 import yaml
+from full_recipe_stand_ins import FULL_RECIPES, with_stand_ins
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
 from workflow_scripts.config.validate import validate_config
@@ -18,10 +19,13 @@ def experiments(project_root):
 
 @pytest.mark.needs_data
 def test_experiment_configs_validate_standalone(project_root, experiments, monkeypatch):
+    """Each config with its own data; the full-size recipes, whose data users download, with their stand-ins
+    (tests/full_recipe_stand_ins.py; their own tests are in tests/test_full_recipes.py)."""
     monkeypatch.chdir(project_root)
     assert experiments, "experiments/ should hold at least one study config"
     for path in experiments:
-        validate_config(copy.deepcopy(yaml.safe_load(path.read_text())))
+        config = with_stand_ins(path.stem) if path.stem in FULL_RECIPES else yaml.safe_load(path.read_text())
+        validate_config(copy.deepcopy(config))
 
 
 def test_every_study_config_names_its_own_summary(experiments, project_root):
