@@ -7,8 +7,9 @@ overridden, models included: validation does not load models, so the recipes' re
 Qwen2.5-32B, ColBERTv2, ...) pass as they are. The DAG tests are dry runs (`snakemake -n`, a few seconds each) that
 read Snakemake's job table.
 
-Sharding is checked against the `shards` contract of issue #16: a stage with n > 1 shards has, per stage instance,
-n jobs of rule `<stage>_shard` and one gather job of rule `<stage>`; n = 1 leaves the one `<stage>` job and no other.
+Sharding is checked against config `shards` (issue #16): a stage with n > 1 shards has, per stage instance, n jobs
+of its own rule `<stage>` (one per shard) and one gather job of rule `<stage>_gather`; n = 1 leaves the one
+`<stage>` job and no other.
 `shard_rule` and `gather_rule` spell those two names in one place (test_recipe_shards_per_the_contract).
 """
 
@@ -228,21 +229,21 @@ def test_recipe_plans_every_stage_of_its_study(name, dry_runs):
 
 
 def shard_rule(stage: str) -> str:
-    """The contract's rule of one shard's job."""
-    return f"{stage}_shard"
+    """The rule of one shard's job: the stage's own (so cluster profiles' resources reach the shards)."""
+    return stage
 
 
 def gather_rule(stage: str) -> str:
-    """The contract's rule of the job that gathers a sharded stage (the stage's own rule)."""
-    return stage
+    """The rule of the job that gathers a sharded stage."""
+    return f"{stage}_gather"
 
 
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(FULL_RECIPES))
 def test_recipe_shards_per_the_contract(name, dry_runs):
-    """Needs the shards implementation: per stage instance, n `<stage>_shard` jobs and one `<stage>` gather; a
-    stage with n = 1 (or not named) keeps its one job per instance and nothing else."""
+    """Per stage instance, n jobs of the stage's rule and one `<stage>_gather`; a stage with n = 1 (or not named)
+    keeps its one job per instance and no gather."""
     jobs, _ = dry_runs(name)
     shards = recipe(name)["shards"]
     expected = {}
