@@ -5,64 +5,226 @@ Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contract
      (what was read, dropped, flagged, and the adapter's `notes` on counts its format makes expected), all
      written atomically.
 
+Bounded memory: the adapter's stream (`adapters.registry.STREAMS`) yields the units one by one while it reads
+the corpus; they are checked and written in batches of `BATCH_UNITS` rows (fewer when their texts reach
+`BATCH_TEXT` characters), one Parquet row group each, into the atomic temporary file of `units.parquet`, so the
+job holds one batch of units, never the corpus. Kept across batches: the unit ids (the uniqueness check over a
+stream needs every id; ids are short) — the report's and the checks' other figures are read back from the written
+file, a column at a time. Questions and qrels are built in memory (small next to a corpus). `load_dataset` runs
+the same code with the batches kept in memory (tests, benchmarks, callers that want the bundle).
+
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
-- duplicate unit ids or question ids stop the run with an error listing a few of them;
+- duplicate unit ids or question ids stop the run with an error listing a few of them (unit ids over the whole
+  stream, once it is read: the message is the one `contracts.conform` gives for the whole table);
 - an empty corpus, or an empty question set of a format that has questions (not the corpus-only formats
   `registry.CORPUS_ONLY`), stops the run, and so does an id that is empty or contains whitespace or
   control characters (tab, newline: run files and TREC files separate their fields by whitespace);
 - qrels naming unknown units or questions are kept (they are real judgments: recall counts them) and counted
   as warnings (`qrels_unknown_units`, `qrels_unknown_questions`).
+Every batch is checked with `contracts.conform` as the adapter gave it and again as written; a batch that breaks
+the units contract in another way than a repeated id (a null, a kind outside the enumeration: adapter bugs, not
+input) stops the run at that batch, and the message counts that batch's rows.
 """
 
 
 import json
 import logging
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_json_atomic
-from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS, ContractError, conform, write_table
+from workflow_scripts.core.atomic import atomic_file, write_json_atomic
+from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS, ContractError, conform, frame, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
-from workflow_scripts.ingest.adapters import Ingested
-from workflow_scripts.ingest.adapters.registry import CORPUS_ONLY, adapter_for
+from workflow_scripts.ingest.adapters import Ingested, Units
+from workflow_scripts.ingest.adapters.registry import CORPUS_ONLY, adapter_for, stream_for
 
 log = logging.getLogger("ragfrontier.ingest")
 
+BATCH_UNITS = 10_000  # unit rows per written batch (one Parquet row group)
+BATCH_TEXT = 32 * 2**20  # … or fewer, once their texts reach this many characters
+UNIT_IDS = replace(UNITS, columns={"unit_id": UNITS.columns["unit_id"]}, enums={})  # the units table's key alone
 
-def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
-    """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks."""
-    loader, _ = adapter_for(dataset, spec.get("format", ""))
+
+@dataclass
+class Tables:
+    """One dataset's checked tables; `units` is lazy: the written file, or the batches held in memory."""
+
+    units: pl.LazyFrame
+    questions: pl.DataFrame
+    qrels: pl.DataFrame
+    counts: dict[str, int]
+    notes: dict[str, str]
+
+
+class MemorySink:
+    """Keeps the written unit batches in memory (`load_dataset`)."""
+
+    def __init__(self) -> None:
+        self.batches: list[pl.DataFrame] = []
+
+    def write(self, batch: pl.DataFrame) -> None:
+        self.batches.append(batch)
+
+    def finish(self) -> pl.LazyFrame:
+        return (pl.concat(self.batches) if self.batches else pl.DataFrame(schema=UNITS.schema)).lazy()
+
+
+class ParquetSink:
+    """Writes the unit batches to one zstd Parquet file (with statistics) at `path`. A single batch (a small
+    corpus) is written by polars at `finish`, the very file `contracts.write_table` writes; from the second batch
+    on, each batch is one row group of a pyarrow `ParquetWriter` (pyarrow is imported only then)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = path
+        self.first: pl.DataFrame | None = None
+        self.writer = None
+        self.schema = None
+
+    def write(self, batch: pl.DataFrame) -> None:
+        if self.writer is None and self.first is None:
+            self.first = batch
+            return
+        if self.writer is None:
+            import pyarrow.parquet as pq
+
+            self.schema = frame([], UNITS).to_arrow().schema
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", write_statistics=True)
+            self.writer.write_table(self.first.to_arrow().cast(self.schema))
+            self.first = None
+        self.writer.write_table(batch.to_arrow().cast(self.schema))
+
+    def finish(self) -> pl.LazyFrame:
+        if self.writer is None:
+            first = frame([], UNITS) if self.first is None else self.first
+            first.write_parquet(self.path, compression="zstd", statistics=True)
+            self.first = None
+        self.close()
+        return pl.scan_parquet(self.path)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class UnitBatches:
+    """Unit rows → checked, stripped batches without empty units, written to a sink. Kept for the uniqueness
+    check over the whole stream (`check_ids`): a 64-bit hash of every unit id read, and the ids of the units read
+    but not written (empty text, or a repeat inside its batch)."""
+
+    def __init__(self, dataset: str, sink: MemorySink | ParquetSink) -> None:
+        self.dataset, self.sink = dataset, sink
+        self.hashes: list[pl.Series] = []
+        self.unwritten: list[pl.Series] = []
+        self.empty = 0
+
+    def write(self, rows: list[dict]) -> None:
+        if not rows:
+            return
+        data = {name: [row.get(name) for row in rows] for name in UNITS.columns}  # as `contracts.frame` builds it
+        data["dataset"] = [self.dataset] * len(rows)
+        batch = pl.DataFrame(data, schema=UNITS.schema, strict=False)
+        self.hashes.append(batch["unit_id"].hash())
+        first = batch["unit_id"].is_first_distinct()
+        if not first.all():  # a repeated id: reported over the whole stream by `check_ids`, not per batch
+            self.unwritten.append(batch.filter(~first)["unit_id"])
+            batch = batch.filter(first)
+        batch = conform(batch, UNITS).with_columns(pl.col("text").str.strip_chars())
+        empty = batch.filter(pl.col("text") == "")
+        self.empty += empty.height
+        if empty.height:
+            self.unwritten.append(empty["unit_id"])
+        self.sink.write(conform(batch.filter(pl.col("text") != ""), UNITS))
+
+    def check_ids(self, written: pl.LazyFrame) -> None:
+        """Every unit id read (empty units' too) checked against the units key. Distinct hashes prove the ids
+        distinct; otherwise (a repeat, or a hash collision) the ids themselves — the written ones, read back, and
+        the unwritten ones — go through `conform`, which raises the duplicates message of the whole table."""
+        hashes = pl.concat(self.hashes, rechunk=False) if self.hashes else pl.Series([], dtype=pl.UInt64)
+        self.hashes = []
+        if hashes.n_unique() == hashes.len():
+            return
+        del hashes
+        ids = pl.concat([written.select("unit_id").collect()["unit_id"], *self.unwritten], rechunk=False)
+        conform(ids.to_frame(), UNIT_IDS)
+
+
+def build(dataset: str, spec: Mapping[str, Any], sink: MemorySink | ParquetSink) -> Tables:
+    """Stream `dataset` through its format's adapter into `sink` in batches and apply the shared clean-up and
+    contract checks."""
+    streamer = stream_for(dataset, spec.get("format", ""))
+    batches = UnitBatches(dataset, sink)
     try:
-        ingested = clean(loader(spec, dataset))
+        units = Units(streamer(spec, dataset))
+        rows: list[dict] = []
+        characters = 0
+        for row in units:
+            rows.append(row)
+            characters += len(row["text"]) if isinstance(row.get("text"), str) else 0
+            if len(rows) >= BATCH_UNITS or characters >= BATCH_TEXT:
+                batches.write(rows)
+                rows, characters = [], 0
+        batches.write(rows)
+        del rows
+        rest = units.rest
+        written = sink.finish()
+        batches.check_ids(written)
+        questions = frame(({**row, "dataset": dataset} for row in rest.questions), QUESTIONS)
+        qrels = frame(rest.qrels, QRELS)
+        counts = dict(rest.counts)
+        counts["units_empty_dropped"] = batches.empty
+        judged = qrels["unit_id"].unique().implode()
+        known = written.select("unit_id").filter(pl.col("unit_id").is_in(judged)).collect(engine="streaming")
+        counts["qrels_unknown_units"] = qrels.filter(~pl.col("unit_id").is_in(known["unit_id"].implode())).height
+        counts["qrels_unknown_questions"] = qrels.filter(~pl.col("qid").is_in(questions["qid"].implode())).height
+        counts["questions_empty_text"] = questions.filter(pl.col("text").str.strip_chars() == "").height
     except ContractError as error:
         raise InputError(f"datasets.{dataset} ({spec['format']}): {error}") from None
-    check_usable(dataset, spec, ingested)
-    return ingested
+    tables = Tables(units=written, questions=questions, qrels=qrels, counts=counts, notes=dict(rest.notes))
+    check_usable(dataset, spec, tables)
+    return tables
 
 
-def bad_ids(values: pl.Series) -> list[str]:
-    """Ids that are empty or hold whitespace / control characters (a few, in their escaped form)."""
-    bad = values.filter((values == "") | values.str.contains(r"[\s\x00-\x1f\x7f]"))
-    return [repr(value) for value in bad.unique(maintain_order=True).head(3).to_list()]
+def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
+    """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks, all units in
+    memory (the ingest job streams them to disk instead: `ingest_dataset`)."""
+    tables = build(dataset, spec, MemorySink())
+    return Ingested(units=tables.units.collect(), questions=tables.questions, qrels=tables.qrels,
+                    counts=tables.counts, notes=tables.notes)
 
 
-def check_usable(dataset: str, spec: Mapping[str, Any], ingested: Ingested) -> None:
+def bad_ids(table: pl.DataFrame | pl.LazyFrame, column: str) -> list[str]:
+    """Ids of `table[column]` that are empty or hold whitespace / control characters (a few, escaped)."""
+    bad = (
+        table.lazy()
+        .select(column)
+        .filter((pl.col(column) == "") | pl.col(column).str.contains(r"[\s\x00-\x1f\x7f]"))
+        .unique(maintain_order=True)
+        .head(3)
+        .collect(engine="streaming")
+    )
+    return [repr(value) for value in bad[column].to_list()]
+
+
+def check_usable(dataset: str, spec: Mapping[str, Any], tables: Tables | Ingested) -> None:
     """An InputError naming the dataset and its files when the tables cannot be retrieved over or evaluated."""
     files = ", ".join(str(spec[key]) for key in adapter_for(dataset, spec["format"])[1])
     where = f"datasets.{dataset} ({spec['format']}: {files})"
-    if ingested.units.is_empty():
+    if tables.units.lazy().select(pl.len()).collect(engine="streaming").item() == 0:
         raise InputError(f"{where}: no units with text: the corpus is empty (or every document's text is blank)")
-    if ingested.questions.is_empty() and spec["format"] not in CORPUS_ONLY:
+    if tables.questions.is_empty() and spec["format"] not in CORPUS_ONLY:
         raise InputError(f"{where}: no questions: the question / query file holds no records")
     problems = [
         f"{column} {', '.join(examples)}"
-        for table, column in ((ingested.units, "unit_id"), (ingested.questions, "qid"), (ingested.qrels, "qid"),
-                              (ingested.qrels, "unit_id"))
-        if (examples := bad_ids(table[column]))
+        for table, column in ((tables.units, "unit_id"), (tables.questions, "qid"), (tables.qrels, "qid"),
+                              (tables.qrels, "unit_id"))
+        if (examples := bad_ids(table, column))
     ]
     if problems:
         raise InputError(
@@ -71,32 +233,24 @@ def check_usable(dataset: str, spec: Mapping[str, Any], ingested: Ingested) -> N
         )
 
 
-def clean(ingested: Ingested) -> Ingested:
-    """Drop empty units, check every contract, count qrels that point outside the tables."""
-    counts = dict(ingested.counts)
-    units = ingested.units.with_columns(pl.col("text").str.strip_chars())
-    empty = units.filter(pl.col("text") == "")
-    counts["units_empty_dropped"] = empty.height
-    units = conform(units.filter(pl.col("text") != ""), UNITS)
-    questions = conform(ingested.questions, QUESTIONS)
-    qrels = conform(ingested.qrels, QRELS)
-    counts["qrels_unknown_units"] = qrels.filter(~pl.col("unit_id").is_in(units["unit_id"].implode())).height
-    counts["qrels_unknown_questions"] = qrels.filter(~pl.col("qid").is_in(questions["qid"].implode())).height
-    counts["questions_empty_text"] = questions.filter(pl.col("text").str.strip_chars() == "").height
-    return Ingested(units=units, questions=questions, qrels=qrels, counts=counts, notes=dict(ingested.notes))
-
-
-def report(ingested: Ingested) -> dict[str, Any]:
-    """Table sizes, units by kind and the adapter's and clean-up's counts, as one JSON-ready dict."""
-    kinds = ingested.units.group_by("kind").len().sort("kind")
+def report(tables: Tables | Ingested) -> dict[str, Any]:
+    """Table sizes, units by kind and the adapter's and clean-up's counts, as one JSON-ready dict (the units are
+    read a column at a time when they are lazy)."""
+    units = tables.units.lazy()
+    kinds = units.group_by("kind").len().sort("kind").collect(engine="streaming")
+    own_groups = (pl.col("group_id") == pl.col("unit_id")).all()
+    size, shared = units.select(pl.len(), ~own_groups).collect(engine="streaming").row(0)
+    # Unit ids are unique, so a corpus whose every unit is its own group (BEIR, TREC, ...) has as many groups as
+    # units: counting them needs no set of group ids.
+    groups = units.select(pl.col("group_id").n_unique()).collect(engine="streaming").item() if shared else size
     return {
-        "units": ingested.units.height,
-        "questions": ingested.questions.height,
-        "qrels": ingested.qrels.height,
-        "groups": ingested.units["group_id"].n_unique(),
+        "units": size,
+        "questions": tables.questions.height,
+        "qrels": tables.qrels.height,
+        "groups": groups,
         "units_by_kind": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
-        "counts": dict(sorted(ingested.counts.items())),
-        **({"notes": dict(sorted(ingested.notes.items()))} if ingested.notes else {}),
+        "counts": dict(sorted(tables.counts.items())),
+        **({"notes": dict(sorted(tables.notes.items()))} if tables.notes else {}),
     }
 
 
@@ -110,20 +264,28 @@ def log_warnings(dataset: str, counts: Mapping[str, int], notes: Mapping[str, st
             log.warning("%s: %s = %d", dataset, key, counts[key])
 
 
-def write_outputs(ingested: Ingested, outputs: Mapping[str, str]) -> None:
-    """Write the three tables and the report to the paths named in `outputs` (keys units/questions/qrels/report)."""
-    write_table(ingested.units, outputs["units"], UNITS)
-    write_table(ingested.questions, outputs["questions"], QUESTIONS)
-    write_table(ingested.qrels, outputs["qrels"], QRELS)
-    write_json_atomic(report(ingested), outputs["report"])
+def ingest_dataset(dataset: str, spec: Mapping[str, Any], outputs: Mapping[str, str]) -> dict[str, Any]:
+    """Stream `dataset` into the paths named in `outputs` (keys units/questions/qrels/report): the units in
+    batches into the atomic temporary file of `units.parquet` (moved into place once every check passed), then
+    the questions, the qrels and the report. Returns the report."""
+    with atomic_file(outputs["units"]) as temporary:
+        sink = ParquetSink(temporary)
+        try:
+            tables = build(dataset, spec, sink)
+            summary = report(tables)  # reads the written units before the file moves into place
+        finally:
+            sink.close()
+    log_warnings(dataset, tables.counts, tables.notes)
+    write_table(tables.questions, outputs["questions"], QUESTIONS)
+    write_table(tables.qrels, outputs["qrels"], QRELS)
+    write_json_atomic(summary, outputs["report"])
+    return summary
 
 
 def main(smk: Any) -> None:
     dataset = smk.wildcards.dataset
-    ingested = load_dataset(dataset, smk.params.spec)
-    log_warnings(dataset, ingested.counts, ingested.notes)
-    write_outputs(ingested, dict(smk.output.items()))
-    log.info("%s: %s", dataset, json.dumps(report(ingested)))
+    summary = ingest_dataset(dataset, smk.params.spec, dict(smk.output.items()))
+    log.info("%s: %s", dataset, json.dumps(summary))
 
 
 if __name__ == "__main__":

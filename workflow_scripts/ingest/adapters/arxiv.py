@@ -10,6 +10,8 @@ Out: an `Ingested` bundle with units only (questions and qrels are empty tables 
               "update_date": … or null}.
      counts — papers_read, papers_without_abstract_skipped (blank or null abstract; not emitted).
 
+The file is streamed record by record (`stream` yields each paper's unit as its record is read).
+
 A missing key or a value of the wrong type raises InputError naming the file, the line, the paper id and the key.
 """
 
@@ -17,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
     NONE_TYPE,
-    bundle,
+    collect,
     field,
     input_path,
     keyed_records,
@@ -32,11 +34,10 @@ from workflow_scripts.ingest.adapters.source_records import (
 COUNTS = ("papers_read", "papers_without_abstract_skipped")
 
 
-def load(spec: Mapping, dataset: str) -> Ingested:
-    """Read an arXiv metadata file (see the module docstring)."""
+def stream(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield an arXiv metadata file's units paper by paper (see the module docstring)."""
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(COUNTS, 0)
-    units = []
     for paper_id, where, record in keyed_records(path, "id"):
         title = normalize_whitespace(field(record, "title", str, where))
         abstract = normalize_whitespace(field(record, "abstract", (str, NONE_TYPE), where) or "")
@@ -45,5 +46,10 @@ def load(spec: Mapping, dataset: str) -> Ingested:
         if not abstract:
             counts["papers_without_abstract_skipped"] += 1
             continue
-        units.append(unit_row(paper_id, paper_id, "document", 0, title, abstract, meta=meta_json(meta)))
-    return bundle(dataset, units, [], [], counts)
+        yield unit_row(paper_id, paper_id, "document", 0, title, abstract, meta=meta_json(meta))
+    return Rest(counts=counts)
+
+
+def load(spec: Mapping, dataset: str) -> Ingested:
+    """Read an arXiv metadata file (see the module docstring)."""
+    return collect(stream(spec, dataset), dataset)

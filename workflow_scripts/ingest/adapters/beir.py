@@ -12,10 +12,14 @@ Out: an `Ingested` bundle:
      - qrels: every row of the qrels file (relevance ≤ 0 rows kept as judged non-relevant);
      - counts: `corpus_docs`, `queries`, `queries_with_qrels`, `qrels`.
 
+The corpus is streamed (`stream` yields each document's unit as its line is read); queries and qrels are read
+after it, into memory (they are small next to a corpus).
+
 A line that is not a JSON object, lacks `_id` or `text`, a qrels score that is not an integer, or a
 (query, document) pair judged twice raises `InputError` naming the file and line.
 
-`Qrel`, `document_row`, `parse_relevance`, `unique_qrels` and `judged_bundle` are shared with the TREC adapter.
+`Qrel`, `document_row`, `parse_relevance`, `unique_qrels` and `judged_rest` are shared with the TREC and pool
+adapters.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from typing import Any, NamedTuple
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
-from workflow_scripts.ingest.adapters.source_records import bundle, input_path, question_row, unit_row
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
+from workflow_scripts.ingest.adapters.source_records import collect, input_path, question_row, unit_row
 
 QRELS_HEADER = ["query-id", "corpus-id", "score"]
 
@@ -40,14 +44,22 @@ class Qrel(NamedTuple):
     relevance: int
 
 
-def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+def stream(spec: Mapping[str, Any], dataset: str) -> UnitStream:
+    """Yield the corpus units line by line, then read the queries and qrels (see the module docstring)."""
     corpus = input_path(spec, dataset, "corpus")
     queries_path = input_path(spec, dataset, "queries")
     qrels_path = input_path(spec, dataset, "qrels")
-    units = [corpus_unit(number, record, corpus) for number, record in files.read_jsonl(corpus)]
+    docs = 0
+    for number, record in files.read_jsonl(corpus):
+        yield corpus_unit(number, record, corpus)
+        docs += 1
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
-    return judged_bundle(dataset, units, queries, qrels, "corpus_docs", "queries")
+    return judged_rest(docs, queries, qrels, "corpus_docs", "queries")
+
+
+def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+    return collect(stream(spec, dataset), dataset)
 
 
 def _field(record: Any, key: str, path: Path, number: int) -> str:
@@ -120,18 +132,17 @@ def unique_qrels(rows: list[Qrel], path: Path) -> list[Qrel]:
     return rows
 
 
-def judged_bundle(
-    dataset: str,
-    units: list[dict],
+def judged_rest(
+    docs: int,
     queries: Mapping[str, str],
     qrels: list[Qrel],
     docs_key: str,
     queries_key: str,
     extra_counts: Mapping[str, int] | None = None,
-) -> Ingested:
-    """The bundle of a judged collection: the units; one question per query (group_id = qid, gold_unit_ids =
-    sorted ids judged with relevance > 0); every qrel; counts `<docs_key>` (units), `<queries_key>` (queries),
-    `<queries_key>_with_qrels` (queries judged at all), `qrels`, then `extra_counts`."""
+) -> Rest:
+    """What a judged collection's stream returns after its `docs` units: one question per query (group_id = qid,
+    gold_unit_ids = sorted ids judged with relevance > 0); every qrel; counts `<docs_key>` (units),
+    `<queries_key>` (queries), `<queries_key>_with_qrels` (queries judged at all), `qrels`, then `extra_counts`."""
     gold: dict[str, list[str]] = {}
     for row in qrels:
         if row.relevance > 0:
@@ -139,11 +150,11 @@ def judged_bundle(
     questions = [question_row(qid, qid, text, None, [], sorted(gold.get(qid, [])), []) for qid, text in queries.items()]
     judged = {row.qid for row in qrels}
     counts = {
-        docs_key: len(units),
+        docs_key: docs,
         queries_key: len(queries),
         f"{queries_key}_with_qrels": sum(qid in judged for qid in queries),
         "qrels": len(qrels),
         **(extra_counts or {}),
     }
     qrel_rows = [{"qid": row.qid, "unit_id": row.unit_id, "relevance": row.relevance} for row in qrels]
-    return bundle(dataset, units, questions, qrel_rows, counts)
+    return Rest(questions=questions, qrels=qrel_rows, counts=counts)

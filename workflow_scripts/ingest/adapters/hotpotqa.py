@@ -19,6 +19,9 @@ Out: an `Ingested` bundle, one group per question (group_id = the question id):
      qrels     — relevance 1 per (question, gold paragraph).
      counts    — see HOTPOTQA_COUNTS and IRCOT_COUNTS.
 
+Both files are streamed record by record (`stream_hotpotqa`, `stream_ircot` yield each question's paragraph
+units as its record is read); the question rows are kept until the end (one per question, no paragraph text).
+
 A missing key or a value of the wrong type raises InputError naming the file, the line or list item, the
 question id and the key.
 """
@@ -29,9 +32,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
-    bundle,
+    collect,
     distinct,
     field,
     gold_qrels,
@@ -57,17 +60,22 @@ HOTPOTQA_COUNTS = (
 IRCOT_COUNTS = ("questions", "paragraphs", "gold_paragraphs", "questions_without_gold")
 
 
-def load_hotpotqa(spec: Mapping, dataset: str) -> Ingested:
-    """Read an official-layout HotpotQA file (see the module docstring)."""
+def stream_hotpotqa(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield the paragraph units of an official-layout HotpotQA file question by question (see the module
+    docstring)."""
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(HOTPOTQA_COUNTS, 0)
-    units: list[dict] = []
     questions: list[dict] = []
     for qid, where, record in keyed_records(path, "_id"):
         question_units, question = _hotpotqa_question(record, qid, where, counts)
-        units += question_units
+        yield from question_units
         questions.append(question)
-    return bundle(dataset, units, questions, gold_qrels(questions), counts)
+    return Rest(questions=questions, qrels=gold_qrels(questions), counts=counts)
+
+
+def load_hotpotqa(spec: Mapping, dataset: str) -> Ingested:
+    """Read an official-layout HotpotQA file (see the module docstring)."""
+    return collect(stream_hotpotqa(spec, dataset), dataset)
 
 
 def supporting_facts(record: Mapping, where: str) -> dict[str, list[int]]:
@@ -145,22 +153,26 @@ def official_question_row(record: Mapping, qid: str, where: str, gold: list[str]
     )
 
 
-def load_ircot(spec: Mapping, dataset: str) -> Ingested:
-    """Read an IRCoT processed-data file (see the module docstring)."""
+def stream_ircot(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield the paragraph units of an IRCoT processed-data file question by question (see the module docstring)."""
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(IRCOT_COUNTS, 0)
-    units: list[dict] = []
     questions: list[dict] = []
     for qid, where, record in keyed_records(path, "question_id"):
         question_units, gold = supporting_paragraphs(record, "contexts", qid, where)
-        units += question_units
+        yield from question_units
         answers = ircot_answers(field(record, "answers_objects", list, where), f"{where}, answers_objects")
         questions.append(question_row(qid, qid, field(record, "question_text", str, where), None, answers, gold, []))
         counts["questions"] += 1
         counts["paragraphs"] += len(question_units)
         counts["gold_paragraphs"] += len(gold)
         counts["questions_without_gold"] += not gold
-    return bundle(dataset, units, questions, gold_qrels(questions), counts)
+    return Rest(questions=questions, qrels=gold_qrels(questions), counts=counts)
+
+
+def load_ircot(spec: Mapping, dataset: str) -> Ingested:
+    """Read an IRCoT processed-data file (see the module docstring)."""
+    return collect(stream_ircot(spec, dataset), dataset)
 
 
 def ircot_answers(answers_objects: list[Any], where: str) -> list[str]:

@@ -12,6 +12,9 @@ Out: an `Ingested` bundle, one group per question (group_id = `id`):
      counts    — questions, paragraphs, gold_paragraphs, questions_unanswerable (`answerable` false: kept,
                  MuSiQue-Full's unanswerable contrast questions), questions_without_hop_type.
 
+The file is streamed record by record (`stream` yields each question's paragraph units as its record is read);
+the question rows are kept until the end.
+
 A missing key or a value of the wrong type raises InputError naming the file, the line or list item, the
 question id and the key.
 """
@@ -21,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
-    bundle,
+    collect,
     distinct,
     field,
     gold_qrels,
@@ -38,15 +41,14 @@ HOP_TYPE = re.compile(r"^(\d+hop\d*)__")
 COUNTS = ("questions", "paragraphs", "gold_paragraphs", "questions_unanswerable", "questions_without_hop_type")
 
 
-def load(spec: Mapping, dataset: str) -> Ingested:
-    """Read a MuSiQue file (see the module docstring)."""
+def stream(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield a MuSiQue file's paragraph units question by question (see the module docstring)."""
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(COUNTS, 0)
-    units: list[dict] = []
     questions: list[dict] = []
     for qid, where, record in keyed_records(path, "id"):
         question_units, gold = supporting_paragraphs(record, "paragraphs", qid, where, id_key="idx")
-        units += question_units
+        yield from question_units
         hop_type = HOP_TYPE.match(qid)
         answers = distinct([field(record, "answer", str, where), *strings(record, "answer_aliases", where)])
         text = field(record, "question", str, where)
@@ -57,4 +59,9 @@ def load(spec: Mapping, dataset: str) -> Ingested:
         counts["gold_paragraphs"] += len(gold)
         counts["questions_unanswerable"] += not field(record, "answerable", bool, where)
         counts["questions_without_hop_type"] += hop_type is None
-    return bundle(dataset, units, questions, gold_qrels(questions), counts)
+    return Rest(questions=questions, qrels=gold_qrels(questions), counts=counts)
+
+
+def load(spec: Mapping, dataset: str) -> Ingested:
+    """Read a MuSiQue file (see the module docstring)."""
+    return collect(stream(spec, dataset), dataset)

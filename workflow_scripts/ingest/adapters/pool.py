@@ -17,6 +17,10 @@ Out: an `Ingested` bundle:
        judgment);
      - notes: why `qrels_unknown_units` (judged passages outside the pool) is expected here.
 
+The pool is streamed (`stream` yields each line's unit as it is read); besides the current line it keeps the
+unit ids seen (with their line, for the repeated-pair message) and each qid's query string. The qrels are read
+after it, into memory.
+
 A line without exactly 4 fields, a qid whose query string differs from its first line's, a (qid, doc_id) pair
 listed twice, or a qrels value that is not an integer raises `InputError` naming the file, the line and the qid.
 """
@@ -24,15 +28,15 @@ listed twice, or a qrels value that is not an integer raises `InputError` naming
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
-from workflow_scripts.ingest.adapters.beir import Qrel, judged_bundle
-from workflow_scripts.ingest.adapters.source_records import input_path, normalize_whitespace, unit_row
+from workflow_scripts.ingest.adapters import Ingested, UnitStream
+from workflow_scripts.ingest.adapters.beir import Qrel, judged_rest
+from workflow_scripts.ingest.adapters.source_records import collect, input_path, normalize_whitespace, unit_row
 from workflow_scripts.ingest.adapters.trec import read_trec_qrels
 
 COLUMNS = ("qid", "doc_id", "query", "passage")
@@ -50,25 +54,30 @@ def pool_unit_id(qid: str, doc_id: str) -> str:
     return f"{qid}#{doc_id}"
 
 
-def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+def stream(spec: Mapping[str, Any], dataset: str) -> UnitStream:
+    """Yield the pool's units line by line, then read the qrels (see the module docstring)."""
     pool_path = input_path(spec, dataset, "pool")
     qrels_path = input_path(spec, dataset, "qrels")
-    units, queries = read_pool(pool_path)
+    in_pool: dict[str, int] = {}
+    queries = yield from read_pool(pool_path, in_pool)
     qrels = [row._replace(unit_id=pool_unit_id(row.qid, row.unit_id)) for row in read_qrels(spec, dataset, qrels_path)]
-    in_pool = {row["unit_id"] for row in units}
     judged = sum(row.unit_id in in_pool for row in qrels)
-    ingested = judged_bundle(
-        dataset, units, queries, qrels, "pool_pairs", "queries", extra_counts={"pool_pairs_judged": judged}
+    rest = judged_rest(
+        len(in_pool), queries, qrels, "pool_pairs", "queries", extra_counts={"pool_pairs_judged": judged}
     )
-    ingested.notes["qrels_unknown_units"] = UNKNOWN_UNITS_NOTE.format(judged=judged, qrels=len(qrels))
-    return ingested
+    rest.notes["qrels_unknown_units"] = UNKNOWN_UNITS_NOTE.format(judged=judged, qrels=len(qrels))
+    return rest
 
 
-def read_pool(path: Path) -> tuple[list[dict], dict[str, str]]:
-    """(unit rows, qid → query text) of a pool TSV; see the module docstring for the checks."""
-    units: list[dict] = []
+def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+    return collect(stream(spec, dataset), dataset)
+
+
+def read_pool(path: Path, seen: dict[str, int] | None = None) -> Generator[dict, None, dict[str, str]]:
+    """Yield the unit rows of a pool TSV line by line and return qid → query text; `seen` collects unit id →
+    line. See the module docstring for the checks."""
     queries: dict[str, tuple[str, int]] = {}
-    seen: dict[str, int] = {}
+    seen = {} if seen is None else seen
     positions: dict[str, int] = {}
     for number, fields in files.read_tsv(path, 1):
         qid = fields[0]
@@ -93,8 +102,8 @@ def read_pool(path: Path) -> tuple[list[dict], dict[str, str]]:
                 f"keep one line per (qid, doc_id)"
             )
         position = positions[qid] = positions.get(qid, -1) + 1
-        units.append(unit_row(qid, unit_id, "passage", position, None, passage, meta=json.dumps({"doc_id": doc_id})))
-    return units, {qid: text for qid, (text, _) in queries.items()}
+        yield unit_row(qid, unit_id, "passage", position, None, passage, meta=json.dumps({"doc_id": doc_id}))
+    return {qid: text for qid, (text, _) in queries.items()}
 
 
 def read_qrels(spec: Mapping[str, Any], dataset: str, path: Path) -> list[Qrel]:

@@ -33,6 +33,9 @@ inside a long evidence paragraph says nothing about where the evidence is. All e
 paragraph repeated verbatim is the same evidence); an evidence string matching several units is counted as
 ambiguous rather than resolved arbitrarily.
 
+QASPER is one JSON document (an object of papers), so the file is read and parsed whole (`files.read_json`):
+memory holds the parsed release. `stream` then yields the units paper by paper.
+
 A missing key or a value of the wrong type raises InputError naming the file, the paper id and the key.
 """
 
@@ -44,10 +47,10 @@ from typing import Any
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
     NONE_TYPE,
-    bundle,
+    collect,
     field,
     gold_qrels,
     input_path,
@@ -74,25 +77,29 @@ COUNT_NAMES = (
 )
 
 
-def load(spec: Mapping, dataset: str) -> Ingested:
-    """Read the QASPER JSON file at `spec["path"]` and build the canonical tables (see the module docstring)."""
+def stream(spec: Mapping, dataset: str) -> UnitStream:
+    """Read the QASPER JSON file at `spec["path"]` and yield its units paper by paper (see the module docstring)."""
     path = input_path(spec, dataset, "path")
     papers = files.read_json(path)
     if not isinstance(papers, dict):
         raise InputError(f"{path}: expected a JSON object mapping paper ids to papers, found {type(papers).__name__}")
     counts = dict.fromkeys(COUNT_NAMES, 0)
-    units: list[dict] = []
     questions: list[dict] = []
     for paper_id, paper in papers.items():
         where = f"{path}: paper {paper_id!r}"
         paper_units = _paper_units(paper_id, paper, where)
-        units += paper_units
         questions += [
             _question(paper_id, qa, paper_units, counts, f"{where}, qas[{index}]")
             for index, qa in enumerate(field(paper, "qas", list, where))
         ]
+        yield from paper_units
         counts["papers"] += 1
-    return bundle(dataset, units, questions, gold_qrels(questions), counts)
+    return Rest(questions=questions, qrels=gold_qrels(questions), counts=counts)
+
+
+def load(spec: Mapping, dataset: str) -> Ingested:
+    """Read the QASPER JSON file at `spec["path"]` and build the canonical tables (see the module docstring)."""
+    return collect(stream(spec, dataset), dataset)
 
 
 def _paper_units(paper_id: str, paper: Any, where: str) -> list[dict]:

@@ -1,8 +1,9 @@
-"""Which loader reads which `format`, and which of a format's config keys name input files.
+"""Which loader and which stream read which `format`, and which of a format's config keys name input files.
 
 In:  a dataset's `format` value from the config.
-Out: its loader (`Loader`) and its file keys (the ingest rule declares those files as inputs, so editing a
-     source file reruns ingest, and a missing file is reported before any job runs).
+Out: its loader (`Loader`: the whole bundle in memory) and its file keys (the ingest rule declares those files as
+     inputs, so editing a source file reruns ingest, and a missing file is reported before any job runs); its
+     stream (`Streamer`: units one by one, what the ingest job reads).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import (
     Loader,
+    Streamer,
     arxiv,
     beir,
     hotpotqa,
@@ -34,6 +36,19 @@ ADAPTERS: dict[str, tuple[Loader, tuple[str, ...]]] = {
     "arxiv_metadata": (arxiv.load, ("path",)),
 }
 
+STREAMS: dict[str, Streamer] = {
+    "qasper": qasper.stream,
+    "beir": beir.stream,
+    "trec": trec.stream,
+    "pool_tsv": pool.stream,
+    "hotpotqa": hotpotqa.stream_hotpotqa,
+    "ircot": hotpotqa.stream_ircot,
+    "musique": musique.stream,
+    "twowiki": twowiki.stream,
+    "unarxive": unarxive.stream,
+    "arxiv_metadata": arxiv.stream,
+}
+
 
 # Formats that carry a corpus only: their questions come from a later stage (Study C's synthetic queries).
 CORPUS_ONLY = frozenset({"unarxive", "arxiv_metadata"})
@@ -47,3 +62,9 @@ def adapter_for(dataset: str, format_name: str) -> tuple[Loader, tuple[str, ...]
         raise InputError(
             f"datasets.{dataset}.format: unknown format {format_name!r}; known formats: {sorted(ADAPTERS)}"
         ) from None
+
+
+def stream_for(dataset: str, format_name: str) -> Streamer:
+    """The stream of `format_name`, or the InputError of `adapter_for`."""
+    adapter_for(dataset, format_name)
+    return STREAMS[format_name]

@@ -1,14 +1,16 @@
 """Helpers shared by the adapters: config paths, JSON records, checked fields, canonical rows, the bundle.
 
-In:  a dataset's config entry, files holding a JSON list or JSON Lines of records, and the parsed records.
+In:  a dataset's config entry, files (or tar members) holding a JSON list or JSON Lines of records, and the
+     parsed records.
 Out: checked file paths; (place, record) pairs where the place names the file and the line (JSON Lines) or list
      item (JSON list), or (id, place, record) triples for records keyed by an id; checked field values; the
      units and gold of a list of supporting-flagged paragraphs; unit, question and qrels rows; the finished
-     `Ingested` bundle.
+     `Ingested` bundle of a stream (`collect`) or of rows (`bundle`).
 
-Every adapter takes its file paths from `input_path` and builds its tables with `bundle`; the record-based ones
-(hotpotqa, ircot, musique, twowiki, unarxive, arxiv_metadata) read their files with `read_records` or
-`parse_records`, and qasper checks its fields with `field` and `strings` too.
+Every adapter takes its file paths from `input_path`; its `load` collects its `stream` with `collect`. The
+record-based ones (hotpotqa, ircot, musique, twowiki, unarxive, arxiv_metadata) read their files with
+`read_records` or `stream_records`, which stream both layouts record by record (`core/files.py`), and qasper
+checks its fields with `field` and `strings` too.
 
 Every problem is an `InputError` naming the config key, or the file, the record and the key at fault.
 """
@@ -22,7 +24,7 @@ from typing import Any
 
 from workflow_scripts.core import contracts, files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, Units, UnitStream
 
 NONE_TYPE = type(None)
 
@@ -37,23 +39,20 @@ def input_path(spec: Mapping, dataset: str, key: str) -> Path:
     return files.require_file(spec[key], f"datasets.{dataset}.{key}")
 
 
-def parse_records(text: str, source: str) -> Iterator[tuple[str, dict]]:
-    """(place, record) for each record of `text`: a JSON list (place "<source>, item [i]") or JSON Lines
-    (place "<source>, line n"); a syntax error or a record that is not an object names the place."""
-    if text.lstrip().startswith("["):
-        records = files.parse_json(text, source)
-        pairs: Iterable[tuple[str, Any]] = ((f"{source}, item [{index}]", item) for index, item in enumerate(records))
-    else:
-        pairs = ((f"{source}, line {number}", line) for number, line in files.parse_jsonl(text, source))
-    for place, record in pairs:
+def stream_records(opener: files.Opener, source: str) -> Iterator[tuple[str, dict]]:
+    """(place, record) for each record of the stream `opener` opens: a JSON list (place "<source>, item [i]") or
+    JSON Lines (place "<source>, line n"), read record by record (`files.stream_records`); a syntax error or a
+    record that is not an object names the place."""
+    for layout, index, record in files.stream_records(opener, source):
+        place = f"{source}, item [{index}]" if layout == "item" else f"{source}, line {index}"
         if not isinstance(record, dict):
             raise InputError(f"{place}: expected a JSON object, found {type(record).__name__}")
         yield place, record
 
 
 def read_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """`parse_records` of a file (plain or gzip, strict UTF-8)."""
-    return parse_records(files.read_text(path), str(path))
+    """`stream_records` of a file (plain or gzip, strict UTF-8)."""
+    return stream_records(lambda: files.open_binary(path), str(path))
 
 
 def keyed_records(path: Path, key: str) -> Iterator[tuple[str, str, dict]]:
@@ -172,6 +171,17 @@ def gold_qrels(questions: Iterable[Mapping]) -> list[dict]:
 def distinct(values: Iterable[str]) -> list[str]:
     """`values` without repeats, first occurrence order kept."""
     return list(dict.fromkeys(values))
+
+
+def collect(stream: UnitStream, dataset: str) -> Ingested:
+    """An adapter's stream gathered into its `Ingested` bundle (all units in memory: see `ingest/stage.py` for the
+    job, which writes them as they come)."""
+    units = Units(stream)
+    rows = list(units)
+    rest: Rest = units.rest
+    ingested = bundle(dataset, rows, rest.questions, rest.qrels, rest.counts)
+    ingested.notes.update(rest.notes)
+    return ingested
 
 
 def bundle(

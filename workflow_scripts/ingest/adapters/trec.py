@@ -37,6 +37,9 @@ Out: an `Ingested` bundle like the BEIR adapter's: units (group_id = unit_id, ki
      questions for every topic (group_id = qid, gold_unit_ids = sorted ids with relevance > 0); every kept qrel;
      counts `collection_docs`, `topics`, `topics_with_qrels`, `qrels`, plus the format-specific ones above.
 
+The collection is streamed: `stream` yields each document's unit as it is read (one tar member, or one SMART
+record, at a time); topics and qrels are read after it, line by line, into memory (they are small).
+
 Unknown format values, unreadable archives and malformed lines raise `InputError` naming the config key or the
 file and line.
 """
@@ -44,19 +47,18 @@ file and line.
 from __future__ import annotations
 
 import html
-import io
 import json
 import re
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
-from workflow_scripts.ingest.adapters.beir import Qrel, document_row, judged_bundle, parse_relevance, unique_qrels
-from workflow_scripts.ingest.adapters.source_records import input_path, normalize_whitespace
+from workflow_scripts.ingest.adapters import Ingested, UnitStream
+from workflow_scripts.ingest.adapters.beir import Qrel, document_row, judged_rest, parse_relevance, unique_qrels
+from workflow_scripts.ingest.adapters.source_records import collect, input_path, normalize_whitespace
 
 TAG = re.compile(r"<[A-Za-z/!?][^>]*>")
 SMART_FIELDS = (".T", ".A", ".B", ".W")
@@ -65,15 +67,24 @@ CRANFIELD_CODES = {1, 2, 3, 4}
 Counts = dict[str, int]
 
 
-def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+def stream(spec: Mapping[str, Any], dataset: str) -> UnitStream:
+    """Yield the collection's units as they are read, then read the topics and qrels (see the module docstring)."""
     read_collection = _reader(spec, "collection_format", COLLECTION_READERS, dataset)
     read_topics = _reader(spec, "topics_format", TOPIC_READERS, dataset)
     read_qrels = _reader(spec, "qrels_format", QRELS_READERS, dataset)
-    units, unit_counts = read_collection(input_path(spec, dataset, "collection"))
+    unit_counts: Counts = {}
+    docs = 0
+    for unit in read_collection(input_path(spec, dataset, "collection"), unit_counts):
+        yield unit
+        docs += 1
     topics = read_topics(input_path(spec, dataset, "topics"))
     qrels, qrels_counts = read_qrels(input_path(spec, dataset, "qrels"))
     extra = {**unit_counts, **qrels_counts}
-    return judged_bundle(dataset, units, topics, qrels, "collection_docs", "topics", extra_counts=extra)
+    return judged_rest(docs, topics, qrels, "collection_docs", "topics", extra_counts=extra)
+
+
+def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
+    return collect(stream(spec, dataset), dataset)
 
 
 def _reader(spec: Mapping[str, Any], key: str, readers: Mapping[str, Callable], dataset: str) -> Callable:
@@ -94,18 +105,19 @@ def html_text(markup: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def read_html_tar(path: Path) -> tuple[list[dict], Counts]:
+def read_html_tar(path: Path, counts: Counts) -> Iterator[dict]:
+    """One unit per file of the tar, in archive order, read member by member (forward through the archive, which
+    is decompressed as it is read)."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(files.read_bytes(path))) as archive:
-            pages = [
-                (member.name, files.decode_utf8(archive.extractfile(member).read(), f"{path}:{member.name}"))
-                for member in archive.getmembers()
-                if member.isfile()
-            ]
+        with files.open_binary(path) as handle, tarfile.open(fileobj=handle, mode="r:*") as archive:
+            for member in archive:
+                if member.isfile():
+                    markup = files.decode_utf8(archive.extractfile(member).read(), f"{path}:{member.name}")
+                    yield document_row(html_id(member.name), html_text(markup))
     except tarfile.TarError as error:
         raise InputError(f"{path}: not a readable tar archive: {error}") from None
-    units = [document_row(html_id(name), html_text(markup)) for name, markup in pages]
-    return units, {}
+    except files.READ_ERRORS as error:
+        raise InputError(f"{path}: cannot read the file: {error}") from None
 
 
 def html_id(member_name: str) -> str:
@@ -113,30 +125,37 @@ def html_id(member_name: str) -> str:
     return name.removesuffix(".html")
 
 
-def smart_records(path: Path, fields: tuple[str, ...]) -> tuple[list[tuple[int, str, dict[str, str]]], int]:
-    """(line, `.I` value, field → collapsed text) per SMART record, and the number of repeated field markers."""
-    records: list[tuple[int, str, dict[str, list[str]]]] = []
-    repeated = 0
+def smart_records(
+    path: Path, fields: tuple[str, ...], counts: Counts | None = None
+) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """(line, `.I` value, field → collapsed text) per SMART record, each yielded once the next `.I` (or the end of
+    the file) closes it; repeated field markers are counted in `counts["smart_repeated_markers"]`."""
+    counts = {} if counts is None else counts
+    counts["smart_repeated_markers"] = 0
+    record: tuple[int, str, dict[str, list[str]]] | None = None
     current: list[str] | None = None
-    for number, line in enumerate(files.read_text(path).splitlines(), start=1):
+
+    def parsed(number: int, ident: str, body: dict[str, list[str]]) -> tuple[int, str, dict[str, str]]:
+        return number, ident, {key: normalize_whitespace(" ".join(lines)) for key, lines in body.items()}
+
+    for number, line in files.read_lines(path):
         marker = line.rstrip()
         if marker.startswith(".I ") or marker == ".I":
-            records.append((number, marker[2:].strip(), {}))
+            if record is not None:
+                yield parsed(*record)
+            record = (number, marker[2:].strip(), {})
             current = None
-        elif marker in fields and records:
-            if marker in records[-1][2]:
-                repeated += 1
+        elif marker in fields and record is not None:
+            if marker in record[2]:
+                counts["smart_repeated_markers"] += 1
             else:
-                current = records[-1][2].setdefault(marker, [])
+                current = record[2].setdefault(marker, [])
         elif current is not None:
             current.append(line)
         elif line.strip():
             raise InputError(f"{path}: line {number}: text outside a field; expected a `.I` or a field marker")
-    parsed = [
-        (number, ident, {key: normalize_whitespace(" ".join(lines)) for key, lines in body.items()})
-        for number, ident, body in records
-    ]
-    return parsed, repeated
+    if record is not None:
+        yield parsed(*record)
 
 
 def smart_id(value: str, path: Path, number: int) -> str:
@@ -147,21 +166,18 @@ def smart_id(value: str, path: Path, number: int) -> str:
         raise InputError(f"{path}: line {number}: `.I` value {value!r} is not a number") from None
 
 
-def read_smart_collection(path: Path) -> tuple[list[dict], Counts]:
-    records, repeated = smart_records(path, SMART_FIELDS)
-    units = [
-        document_row(
+def read_smart_collection(path: Path, counts: Counts) -> Iterator[dict]:
+    """One unit per SMART record, record by record; `smart_repeated_markers` counted in `counts`."""
+    for number, ident, body in smart_records(path, SMART_FIELDS, counts):
+        yield document_row(
             smart_id(ident, path, number),
             body.get(".W", ""),
             title=body.get(".T") or None,
             meta=json.dumps({"authors": body.get(".A", ""), "biblio": body.get(".B", "")}, ensure_ascii=False),
         )
-        for number, ident, body in records
-    ]
-    return units, {"smart_repeated_markers": repeated}
 
 
-COLLECTION_READERS: dict[str, Callable[[Path], tuple[list[dict], Counts]]] = {
+COLLECTION_READERS: dict[str, Callable[[Path, Counts], Iterator[dict]]] = {
     "html_tar": read_html_tar,
     "smart": read_smart_collection,
 }
@@ -175,7 +191,7 @@ def read_cacm_topics(path: Path) -> dict[str, str]:
     topics: dict[str, str] = {}
     qid: str | None = None
     text: list[str] = []
-    for number, line in enumerate(files.read_text(path).splitlines(), start=1):
+    for number, line in files.read_lines(path):
         stripped = line.strip()
         docno = re.fullmatch(r"<DOCNO>\s*(.*?)\s*</DOCNO>", stripped)
         if docno:
@@ -197,7 +213,7 @@ def read_cacm_topics(path: Path) -> dict[str, str]:
 
 def read_smart_topics(path: Path) -> dict[str, str]:
     """Sequence number (1-based, as a string) → `.W` text; the `.I` numbers are not used."""
-    records, _ = smart_records(path, (".W",))
+    records = smart_records(path, (".W",))
     return {str(position): body.get(".W", "") for position, (_, _, body) in enumerate(records, start=1)}
 
 
@@ -220,17 +236,15 @@ TOPIC_READERS: dict[str, Callable[[Path], dict[str, str]]] = {
 # --- qrels ---------------------------------------------------------------------------------------------------
 
 
-def qrels_lines(path: Path, width: int) -> list[tuple[int, list[str]]]:
-    """(line, fields) of a whitespace-separated qrels file whose rows have exactly `width` fields."""
-    rows = []
-    for number, line in enumerate(files.read_text(path).splitlines(), start=1):
+def qrels_lines(path: Path, width: int) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of a whitespace-separated qrels file whose rows have exactly `width` fields, streamed."""
+    for number, line in files.read_lines(path):
         fields = line.split()
         if not fields:
             continue
         if len(fields) != width:
             raise InputError(f"{path}: line {number} has {len(fields)} fields, expected {width}")
-        rows.append((number, fields))
-    return rows
+        yield number, fields
 
 
 def read_trec_qrels(path: Path) -> tuple[list[Qrel], Counts]:

@@ -15,6 +15,11 @@ Out: an `Ingested` bundle:
                  file are kept as they are (the shared ingest step counts them).
      counts    — passages, questions, qrels_rows, questions_without_qrels, supporting_titles_unaligned.
 
+The corpus (a JSON list or JSON Lines) is streamed passage by passage; what is kept of it is each passage's
+title, by position (the qrels name a passage by index and title, and questions compare supporting-fact titles
+with their gold passages' titles): a list of short strings, like the unit ids the ingest stage keeps, not the
+texts. The questions and qrels are read after the corpus, into memory.
+
 A qrels row whose corpus-title differs from the title of the passage at corpus-idx, an index outside the
 corpus, a non-integer index or score, or a header other than the expected one raises InputError naming the
 qrels file and line.
@@ -22,15 +27,15 @@ qrels file and line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.hotpotqa import official_question_row, supporting_facts
 from workflow_scripts.ingest.adapters.source_records import (
-    bundle,
+    collect,
     field,
     input_path,
     keyed_records,
@@ -42,41 +47,45 @@ QRELS_HEADER = ["query-id", "corpus-idx", "corpus-title", "score"]
 COUNTS = ("passages", "questions", "qrels_rows", "questions_without_qrels", "supporting_titles_unaligned")
 
 
-def load(spec: Mapping, dataset: str) -> Ingested:
-    """Read the corpus, questions and qrels files (see the module docstring)."""
+def stream(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield the corpus passages one by one, then read the questions and qrels (see the module docstring)."""
     corpus_path = input_path(spec, dataset, "corpus")
     questions_path = input_path(spec, dataset, "questions")
     qrels_path = input_path(spec, dataset, "qrels")
     counts = dict.fromkeys(COUNTS, 0)
-    units = _passages(corpus_path)
-    qrels = _qrels(qrels_path, [unit["title"] for unit in units])
+    titles: list[str] = []  # passage index → title
+    for unit in _passages(corpus_path):
+        yield unit
+        titles.append(unit["title"])
+    qrels = _qrels(qrels_path, titles)
     gold: dict[str, list[str]] = {}
     for row in qrels:
         if row["relevance"] > 0:
             gold.setdefault(row["qid"], []).append(row["unit_id"])
-    titles = {unit["unit_id"]: unit["title"] for unit in units}
     questions = []
     for qid, where, record in keyed_records(questions_path, "_id"):
         gold_ids = gold.get(qid, [])
-        gold_titles = {titles[unit_id] for unit_id in gold_ids}
+        gold_titles = {titles[int(unit_id.removeprefix("p"))] for unit_id in gold_ids}
         unaligned = [title for title in supporting_facts(record, where) if title not in gold_titles]
         questions.append(official_question_row(record, qid, where, gold_ids, unaligned))
         counts["questions_without_qrels"] += qid not in gold
         counts["supporting_titles_unaligned"] += len(unaligned)
-    counts["passages"] = len(units)
+    counts["passages"] = len(titles)
     counts["questions"] = len(questions)
     counts["qrels_rows"] = len(qrels)
-    return bundle(dataset, units, questions, qrels, counts)
+    return Rest(questions=questions, qrels=qrels, counts=counts)
 
 
-def _passages(path: Path) -> list[dict]:
-    units = []
+def load(spec: Mapping, dataset: str) -> Ingested:
+    return collect(stream(spec, dataset), dataset)
+
+
+def _passages(path: Path) -> Iterator[dict]:
     for index, (place, record) in enumerate(read_records(path)):
         unit_id = f"p{index}"
         title = field(record, "title", str, place)
         text = field(record, "text", str, place).strip()
-        units.append(unit_row(unit_id, unit_id, "passage", 0, title, text))
-    return units
+        yield unit_row(unit_id, unit_id, "passage", 0, title, text)
 
 
 def _qrels(path: Path, corpus_titles: list[str]) -> list[dict]:

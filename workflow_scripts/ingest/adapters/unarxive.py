@@ -26,13 +26,17 @@ Out: an `Ingested` bundle with units only (questions and qrels are empty tables 
      (figure / table entries read, placeholders included), captions_placeholder_skipped, ref_entries_skipped,
      and markers_<kind>, the markers replaced per kind (formula, cite, figure and table always present).
 
+Streamed: `stream` yields each paper's units as its record is read. A tar archive is opened once (through gzip
+when compressed); its member list is read first (headers only: one pass over the archive, so a truncated archive
+is reported before any paper), then each .jsonl member is read line by line, in name order (archive order in
+practice; another order costs a re-read of the compressed archive up to the member, not memory).
+
 A missing key or a value of the wrong type raises InputError naming the file (and tar member), the line, the
 paper id and the key.
 """
 
 from __future__ import annotations
 
-import io
 import re
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -40,15 +44,16 @@ from pathlib import Path
 
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.adapters import Ingested
+from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
     NONE_TYPE,
-    bundle,
+    collect,
     field,
     input_path,
     meta_json,
     normalize_whitespace,
-    parse_records,
+    read_records,
+    stream_records,
     unit_row,
 )
 
@@ -70,40 +75,56 @@ COUNTS = (
 TAR_MAGIC_OFFSET = 257
 
 
-def load(spec: Mapping, dataset: str) -> Ingested:
-    """Read the papers of an unarXive archive or JSON Lines file (see the module docstring)."""
+def stream(spec: Mapping, dataset: str) -> UnitStream:
+    """Yield the units of an unarXive archive or JSON Lines file paper by paper (see the module docstring)."""
     path = input_path(spec, dataset, "path")
     counts = dict.fromkeys(COUNTS + tuple(f"markers_{kind}" for kind in MARKER_KINDS), 0)
-    units: list[dict] = []
+    kinds = spec.get("kinds")
+    skipped = 0
     for place, paper in _paper_records(path):
-        units += _paper_units(paper, place, counts)
-    if spec.get("kinds"):
-        kept = [unit for unit in units if unit["kind"] in spec["kinds"]]
-        counts["units_other_kinds_skipped"] = len(units) - len(kept)
-        units = kept
-    return bundle(dataset, units, [], [], counts)  # no questions or qrels: empty frames with the contract schemas
+        for unit in _paper_units(paper, place, counts):
+            if kinds and unit["kind"] not in kinds:
+                skipped += 1
+            else:
+                yield unit
+    if kinds:
+        counts["units_other_kinds_skipped"] = skipped
+    return Rest(counts=counts)  # no questions or qrels: empty frames with the contract schemas
+
+
+def load(spec: Mapping, dataset: str) -> Ingested:
+    """Read the papers of an unarXive archive or JSON Lines file (see the module docstring)."""
+    return collect(stream(spec, dataset), dataset)
 
 
 def _paper_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """(place, paper record) from a tar archive's .jsonl members or from a JSON Lines file."""
-    raw = files.read_bytes(path)
-    if raw[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + 5] != b"ustar":
-        yield from parse_records(files.decode_utf8(raw, str(path)), str(path))
-        return
+    """(place, paper record) from a tar archive's .jsonl members or from a JSON Lines file, streamed."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
-            members = sorted(
-                (member for member in archive.getmembers() if member.isfile() and member.name.endswith(".jsonl")),
-                key=lambda member: member.name,
-            )
-            texts = [(member.name, archive.extractfile(member).read()) for member in members]
-    except (tarfile.TarError, OSError, EOFError) as error:
+        with files.open_binary(path) as handle:
+            head = handle.read(TAR_MAGIC_OFFSET + 5)
+    except files.READ_ERRORS as error:
+        raise InputError(f"{path}: cannot read the file: {error}") from None
+    if head[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + 5] != b"ustar":
+        yield from read_records(path)
+        return
+    handle = files.open_binary(path)
+    try:
+        archive = tarfile.open(fileobj=handle, mode="r:")
+        members = sorted(
+            (member for member in archive.getmembers() if member.isfile() and member.name.endswith(".jsonl")),
+            key=lambda member: member.name,
+        )
+    except tarfile.TarError as error:
+        handle.close()
         raise InputError(f"{path}: cannot read the tar archive: {error}") from None
-    if not texts:
-        raise InputError(f"{path}: the tar archive has no .jsonl member (expected unarXive JSON Lines files)")
-    for name, data in texts:
-        source = f"{path}[{name}]"
-        yield from parse_records(files.decode_utf8(data, source), source)
+    except files.READ_ERRORS as error:  # the compressed stream itself is broken
+        handle.close()
+        raise InputError(f"{path}: cannot read the file: {error}") from None
+    with handle, archive:
+        if not members:
+            raise InputError(f"{path}: the tar archive has no .jsonl member (expected unarXive JSON Lines files)")
+        for member in members:
+            yield from stream_records(lambda member=member: archive.extractfile(member), f"{path}[{member.name}]")
 
 
 def _clean(text: str, counts: dict[str, int]) -> str:
