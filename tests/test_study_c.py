@@ -6,6 +6,7 @@ all-MiniLM-L6-v2 and ColBERT a tiny untrained checkpoint built from a BERT confi
 """
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -184,7 +185,9 @@ def chat_server():
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
-def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, shared_data, chat_server):
+def study_c_workdir(tmp_path, shared_data, chat_server, **settings):
+    """A workdir running Study C on 40 arXiv papers with the scripted LLM server (config `settings` added)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     source = shared_data / "arxiv-metadata-sample" / "arxiv-metadata-oai-snapshot.first200.jsonl"
     corpus = tmp_path / "arxiv.jsonl"
     corpus.write_text("\n".join(source.read_text().splitlines()[:40]) + "\n")
@@ -197,7 +200,12 @@ def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, sha
                     "colbert": {"untrained_from": str(encoder), "dim": 16}},
     }
     work = make_workdir(tmp_path)
-    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    (work / "config.yaml").write_text(yaml.safe_dump(config | settings))
+    return work
+
+
+def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, shared_data, chat_server):
+    work = study_c_workdir(tmp_path, shared_data, chat_server)
     snakemake(work)
     base = work / "results" / "arxiv" / "study_c"
     queries = read_table(base / "queries.parquet", STUDY_C_QUERIES)
@@ -219,6 +227,39 @@ def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, sha
     report_md = (base / "tables" / "report.md").read_text()
     assert "Paired difference" in report_md and "| tool_call | all |" in report_md
     assert planned_jobs(work) == {}
+    # the same study with its LLM stages sharded gives the same tables: every value but measured seconds (the
+    # scripted LLM answers each prompt alone, so no batch is shared across shards)
+    sharded = study_c_workdir(tmp_path / "sharded", shared_data, chat_server,
+                              shards={"study_c_queries": 2, "study_c_strategy": 2, "study_c_judge": 3})
+    snakemake(sharded)
+    other = sharded / "results" / "arxiv" / "study_c"
+    assert (other / "judgments" / "classic.shards" / "2-of-3.parquet").is_file()
+    assert different_values(base, other) == []
+
+
+MEASURED = re.compile(r"(^|_)seconds(_|$)")  # wall-time columns: retrieval_seconds, seconds_per_query, ...
+
+
+def different_values(first, second):
+    """Study C's tables and reports that differ between two runs, measured-time columns left out (the ColBERT
+    index, whose metadata names its folder, per-shard files and figures aside)."""
+    def tables(root):
+        return {path.relative_to(root): path for path in sorted(root.rglob("*")) if path.is_file()
+                and path.suffix in (".parquet", ".csv", ".json") and "colbert_index" not in path.parts
+                and not any(part.endswith(".shards") for part in path.parts)}
+    mine, theirs = tables(first), tables(second)
+    problems = [f"only in one run: {name}" for name in sorted(set(mine) ^ set(theirs))]
+    for name in sorted(set(mine) & set(theirs)):
+        if name.suffix == ".json":
+            same = mine[name].read_bytes() == theirs[name].read_bytes()
+        else:
+            read = pl.read_parquet if name.suffix == ".parquet" else pl.read_csv
+            frames = [read(path) for path in (mine[name], theirs[name])]
+            frames = [frame.drop([column for column in frame.columns if MEASURED.search(column)]) for frame in frames]
+            same = frames[0].equals(frames[1])
+        if not same:
+            problems.append(str(name))
+    return problems
 
 
 @pytest.mark.slow
