@@ -38,7 +38,7 @@ def test_every_env_file_is_checked(project_root):
 def test_every_rule_names_an_existing_environment(project_root):
     for path in sorted((project_root / "rules").glob("*.smk")):
         text = path.read_text()
-        rules = re.findall(r"^\s*rule (\w+):", text, flags=re.MULTILINE)
+        rules = re.findall(r"^\s*rule( \w+)?:", text, flags=re.MULTILINE)  # (a gather: `rule:` with `name:`)
         envs = re.findall(r"^\s*conda:\s*\n\s*\"([^\"]+)\"", text, flags=re.MULTILINE)
         llm_rules = re.findall(r"^\s*conda:\s*\n\s*llm_env\(\"(generator|judge)\"\)", text, flags=re.MULTILINE)
         assert len(envs) + len(llm_rules) == len(rules), f"{path.name}: {len(rules)} rules, fewer conda: directives"
