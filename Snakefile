@@ -24,6 +24,7 @@ include: "rules/inputs/report.smk"
 include: "rules/report.smk"
 include: "rules/inputs/study_c.smk"
 include: "rules/study_c.smk"
+include: "rules/gather.smk"
 
 
 onstart:

@@ -26,10 +26,6 @@ rule generate_answers:
         "../workflow_scripts/answers/stage.py"
 
 
-define_gather("generate_answers", "../workflow_scripts/answers/stage.py",
-              answers={"contract": "generations", "by": ["request_id"]})
-
-
 rule judge_answers:
     input:
         unpack(answer_inputs),
@@ -53,10 +49,6 @@ rule judge_answers:
         llm_env("judge")
     script:
         "../workflow_scripts/answers/stage.py"
-
-
-define_gather("judge_answers", "../workflow_scripts/answers/stage.py",
-              study_a={"contract": "judgments_study_a", "by": ["item_id"]}, study_c={"contract": "judgments_study_c", "by": ["item_id"]})
 
 
 rule answer_summary:

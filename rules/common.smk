@@ -66,7 +66,7 @@ def benchmarks_of(stage, **wildcards):
 
 
 # --- Scale-out (config `shards`, core/shards.py): a sharded stage's rule runs one job per shard (wildcard
-# `shard`), each writing its files under `<path>.shards/`; `define_gather` then defines `<stage>_gather`, which
+# `shard`), each writing its files under `<path>.shards/`; rules/gather.smk then defines `<stage>_gather`, which
 # joins them at the paths the unsharded job writes. Other rules read those paths: `output_of(...)` in functions,
 # `unsharded(rules.<stage>.output.<key>)` in a rule. Cluster profiles keep keying resources by the stage's rule.
 
@@ -90,12 +90,32 @@ def unsharded(path):
     return str(path).replace(".shards/{shard}", "")
 
 
-def define_gather(stage, stage_script, **tables):
-    """When `stage` is sharded, define its gather rule `<stage>_gather`: inputs every shard's outputs (named
-    `<key>__<i>`) and the reference tables the orders name; outputs the unsharded paths. `tables` gives each
-    output's contract and row order (core/shards.gather)."""
-    if shard_count(stage) == 1:
-        return
+# Each shardable stage's gather: the script it runs (the stage's own) and each output's contract and row order
+# (core/shards.gather); rules/gather.smk defines `<stage>_gather` for the stages config `shards` splits.
+GATHERS = {
+    "embed_units": ("../workflow_scripts/retrieval/dense.py", {
+        "vectors": {"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
+        "questions": {"contract": "question_vectors", "as_in": "questions", "column": "qid"}}),
+    "rerank": ("../workflow_scripts/retrieval/rerank.py", {
+        "scores": {"contract": "rerank_scores", "by": ["qid", "unit_id"]}}),
+    "generate_answers": ("../workflow_scripts/answers/stage.py", {
+        "answers": {"contract": "generations", "by": ["request_id"]}}),
+    "judge_answers": ("../workflow_scripts/answers/stage.py", {
+        "study_a": {"contract": "judgments_study_a", "by": ["item_id"]},
+        "study_c": {"contract": "judgments_study_c", "by": ["item_id"]}}),
+    "study_c_queries": ("../workflow_scripts/study_c/synthetic.py", {
+        "queries": {"contract": "study_c_queries", "by": ["qid"]}}),
+    "study_c_strategy": ("../workflow_scripts/study_c/strategies.py", {
+        "run": {"contract": "study_c_runs", "by": ["qid", "rank"]},
+        "answers": {"contract": "study_c_answers", "by": ["qid"]}}),
+    "study_c_judge": ("../workflow_scripts/study_c/tables.py", {
+        "judgments": {"contract": "judgments_study_c", "by": ["item_id"]}}),
+}
+
+
+def gather_inputs(stage, tables):
+    """The input function of `<stage>_gather`: every shard's outputs (named `<key>__<i>`) and the reference tables
+    the orders name."""
     work = getattr(rules, stage)
     names = shard_names(shard_count(stage))
     outputs = dict(work.output.items())
@@ -106,23 +126,7 @@ def define_gather(stage, stage_script, **tables):
                  for key, path in outputs.items() for i, shard in enumerate(names)}
         return paths | {key: expand(path, **wildcards)[0] for key, path in references.items()}
 
-    rule:
-        name:
-            stage + GATHER_RULE_SUFFIX
-        input:
-            unpack(shard_inputs),
-        output:
-            **{key: unsharded(path) for key, path in outputs.items()},
-        params:
-            tables=tables,
-        log:
-            unsharded(work.log[0]),
-        benchmark:
-            unsharded(work.benchmark)
-        conda:
-            "../envs/cpu.yaml"
-        script:
-            stage_script
+    return shard_inputs
 
 
 def subset(block, keys):

@@ -43,11 +43,6 @@ rule embed_units:
         "../workflow_scripts/retrieval/dense.py"
 
 
-define_gather("embed_units", "../workflow_scripts/retrieval/dense.py",
-              vectors={"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
-              questions={"contract": "question_vectors", "as_in": "questions", "column": "qid"})
-
-
 rule index_dense:
     input:
         vectors=unsharded(rules.embed_units.output.vectors),
@@ -121,10 +116,6 @@ rule rerank:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/retrieval/rerank.py"
-
-
-define_gather("rerank", "../workflow_scripts/retrieval/rerank.py",
-              scores={"contract": "rerank_scores", "by": ["qid", "unit_id"]})
 
 
 rule run_arm:

@@ -34,9 +34,6 @@ if "study_c" in config:
         script:
             "../workflow_scripts/study_c/synthetic.py"
 
-    define_gather("study_c_queries", "../workflow_scripts/study_c/synthetic.py",
-                  queries={"contract": "study_c_queries", "by": ["qid"]})
-
 
     rule study_c_colbert_checkpoint:
         output:
@@ -94,9 +91,6 @@ if "study_c" in config:
         script:
             "../workflow_scripts/study_c/strategies.py"
 
-    define_gather("study_c_strategy", "../workflow_scripts/study_c/strategies.py",
-                  run={"contract": "study_c_runs", "by": ["qid", "rank"]}, answers={"contract": "study_c_answers", "by": ["qid"]})
-
 
     rule study_c_judge:
         input:
@@ -119,9 +113,6 @@ if "study_c" in config:
             llm_env("judge")
         script:
             "../workflow_scripts/study_c/tables.py"
-
-    define_gather("study_c_judge", "../workflow_scripts/study_c/tables.py",
-                  judgments={"contract": "judgments_study_c", "by": ["item_id"]})
 
 
     rule study_c_tables:

@@ -195,8 +195,9 @@ def test_the_sharded_tiny_demo_gives_the_unsharded_tables_byte_for_byte(tmp_path
     for table in ("answers/keep", "answers/keep_study_a", "dense/unit_vectors", "rerank/smollm2_yes_no"):
         assert sorted(path.name for path in (results / f"{table}.shards").iterdir()) == ["0-of-2.parquet", "1-of-2.parquet"]
     assert differences(reference, work) == []
-    # each shard resumes on its own: a lost shard reruns alone (then its gather and what reads the gather)
+    # each shard resumes on its own: a lost shard (with the table gathered from it) reruns alone, then its gather
     (results / "answers" / "keep.shards" / "1-of-2.parquet").unlink()
+    (results / "answers" / "keep.parquet").unlink()
     jobs = planned_jobs(work)
     assert jobs.get("generate_answers") == 1 and jobs.get("generate_answers_gather") == 1
     assert "embed_units" not in jobs and "rerank" not in jobs
