@@ -198,6 +198,6 @@ def test_the_sharded_tiny_demo_gives_the_unsharded_tables_byte_for_byte(tmp_path
     # each shard resumes on its own: a lost shard (with the table gathered from it) reruns alone, then its gather
     (results / "answers" / "keep.shards" / "1-of-2.parquet").unlink()
     (results / "answers" / "keep.parquet").unlink()
-    jobs = planned_jobs(work)
+    jobs = planned_jobs(work, f"results/{DATASET}/answers/keep.parquet")  # (a missing intermediate alone reruns nothing)
     assert jobs.get("generate_answers") == 1 and jobs.get("generate_answers_gather") == 1
     assert "embed_units" not in jobs and "rerank" not in jobs
