@@ -35,7 +35,7 @@ from full_recipe_stand_ins import (
     stand_in_overrides,
     with_stand_ins,
 )
-from workflow_helpers import make_workdir, snakemake
+from workflow_helpers import job_table, make_workdir, snakemake
 
 from workflow_scripts.config.validate import validate_config
 from workflow_scripts.ingest.adapters.registry import adapter_for
@@ -76,19 +76,6 @@ EXPECTED_JOBS = {
     },
     **{name: STUDY_B_JOBS for name in STUDY_B_GENERATORS},
 }
-
-
-def job_table(output: str) -> dict[str, int]:
-    """Rule → job count from a dry run's "Job stats" table."""
-    table = output.split("Job stats:", 1)[1]
-    jobs = {}
-    for line in table.splitlines()[3:]:
-        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        if match.group(1) != "total":
-            jobs[match.group(1)] = int(match.group(2))
-    return jobs
 
 
 @pytest.fixture(scope="module")

@@ -63,8 +63,11 @@ def snakemake(work: Path, *args: str, check: bool = True) -> subprocess.Complete
 def planned_jobs(work: Path, *args: str) -> dict[str, int]:
     """Rule name → job count of what a dry run would execute (empty when there is nothing to do)."""
     output = snakemake(work, "--dry-run", *args).stdout
-    if "Nothing to be done" in output:
-        return {}
+    return {} if "Nothing to be done" in output else job_table(output)
+
+
+def job_table(output: str) -> dict[str, int]:
+    """Rule → job count from a dry run's "Job stats" table."""
     table = output.split("Job stats:", 1)[1]
     jobs = {}
     for line in table.splitlines()[3:]:
