@@ -1,5 +1,7 @@
 # Gathers (config `shards`, rules/common.smk GATHERS): for each stage split into shards, `<stage>_gather` joins
 # the shard jobs' files (`<table>.shards/<i>-of-<n>.parquet`) into the tables the unsharded job writes, on CPU.
+# The script path goes through params: Snakemake reads a `script:` expression when the job runs, after this loop,
+# so a bare `gather_script` would make every gather run the last stage's script.
 
 
 for gathered_stage, (gather_script, gather_tables) in GATHERS.items():
@@ -14,6 +16,7 @@ for gathered_stage, (gather_script, gather_tables) in GATHERS.items():
                 **{key: unsharded(path) for key, path in getattr(rules, gathered_stage).output.items()},
             params:
                 tables=gather_tables,
+                script=gather_script,
             log:
                 unsharded(getattr(rules, gathered_stage).log[0]),
             benchmark:
@@ -21,4 +24,4 @@ for gathered_stage, (gather_script, gather_tables) in GATHERS.items():
             conda:
                 "../envs/cpu.yaml"
             script:
-                gather_script
+                "{params.script}"
