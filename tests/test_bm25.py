@@ -245,3 +245,52 @@ def test_retrieve_rule_applies_the_configured_remove_query(index: Path, tmp_path
         rankings[remove_query] = pl.read_parquet(output)["unit_id"].to_list()
     assert default is False and "q-solo" in rankings[False]
     assert rankings[True] == [unit for unit in rankings[False] if unit != "q-solo"]
+
+
+def test_streamed_build_from_parquet_equals_the_in_memory_build(units: pl.DataFrame, index: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """Issue 16 (bounded memory): the build reads the units Parquet in runs of RUN units, merged in unit_id order;
+    with runs of 3 units (and rows out of id order) the manifest, hash included, and the rankings are unchanged."""
+    path = tmp_path / "units.parquet"
+    units.reverse().write_parquet(path, row_group_size=4)
+    monkeypatch.setattr(bm25, "RUN", 3)
+    monkeypatch.setattr(bm25, "BATCH", 2)
+    streamed = bm25.build_index(path, tmp_path / "index", threads=1)
+    expected = {key: value for key, value in bm25.read_manifest(index).items() if key != "build"}
+    assert {key: value for key, value in streamed.items() if key != "build"} == expected
+    assert expected == bm25.index_settings(units)
+    for scope in ("global", "group"):
+        assert bm25.search(tmp_path / "index", QUESTIONS, k=len(CORPUS), scope=scope)[0].equals(
+            bm25.search(index, QUESTIONS, k=len(CORPUS), scope=scope)[0]
+        )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["index", "units.parquet"]  # no scratch runs left
+
+
+def test_a_unit_id_repeated_across_runs_is_a_contract_error(units: pl.DataFrame, tmp_path: Path, monkeypatch) -> None:
+    from workflow_scripts.core.contracts import ContractError
+
+    monkeypatch.setattr(bm25, "RUN", 3)
+    path = tmp_path / "units.parquet"
+    pl.concat([units, units.head(1).with_columns(pl.lit("other").alias("group_id"))]).write_parquet(path)
+    with pytest.raises(ContractError, match="'p1-a' appears more than once"):
+        bm25.build_index(path, tmp_path / "index", threads=1)
+    assert [path.name for path in tmp_path.iterdir()] == ["units.parquet"]
+
+
+def test_global_search_in_query_batches_equals_one_batch(index: Path, monkeypatch) -> None:
+    """Issue 16: global search runs QUERY_BATCH questions per Anserini call; the rankings do not depend on it."""
+    whole, whole_empty = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global")
+    monkeypatch.setattr(bm25, "QUERY_BATCH", 3)
+    batched, batched_empty = bm25.search(index, QUESTIONS, k=len(CORPUS), scope="global")
+    assert batched.equals(whole) and batched_empty == whole_empty
+
+
+def test_the_jvm_heap_is_bounded() -> None:
+    """Issue 16: the JVM starts with lucene.JVM_HEAP, not Java's default of a quarter of the machine's memory."""
+    from workflow_scripts.retrieval import lucene
+
+    pyserini_ready()
+    from pyserini.pyclass import autoclass
+
+    limit_mib = int(lucene.JVM_HEAP.removeprefix("-Xmx").removesuffix("m"))
+    assert autoclass("java.lang.Runtime").getRuntime().maxMemory() <= limit_mib * 2**20

@@ -22,15 +22,22 @@ JVM and needs the corpus written out as files):
   extra JsonCollection fields with the contents analyzer only (no exact keyword field), so the group id is written
   as the decimal form of the first 128 bits of its SHA-256: digits pass that analyzer unchanged as one token, and
   the build checks that no two group ids of the corpus share a token, so the filter is exact.
+Memory: the build holds at most RUN units at a time (`Documents`): it reads the units Parquet one record batch at a
+time, writes each batch sorted by unit_id as a run of JSON lines to a scratch folder beside `index_dir`, then
+merges the runs in unit_id order into Anserini's input and the streaming `units_sha256` (the same lines and hash as
+`documents` / `units_sha256` of the whole table). Lucene's indexing buffer is INDEX_BUFFER_MB, inside the JVM's
+fixed heap (`lucene.JVM_HEAP`); more segments are flushed than with Anserini's 4 GB default buffer, which changes
+no score (BM25 statistics are index-wide) and no rank (ties break by unit_id).
 The build writes into a temporary folder beside `index_dir` and renames it into place at the end: a killed build
-never leaves a half index at `index_dir` (only a hidden `.<name>.*.partial` folder beside it). `manifest.json`
-records the settings that define the index (`index_settings` = `engine_settings` + the units' count and hash);
-`check_index` compares them with what the caller expects (either of the two, or any subset).
+never leaves a half index at `index_dir` (only hidden `.<name>.*.partial` and `.<name>.*.runs` folders beside it).
+`manifest.json` records the settings that define the index (`index_settings` = `engine_settings` + the units' count
+and hash); `check_index` compares them with what the caller expects (either of the two, or any subset).
 
 Search (`search`): BM25 (k1, b; Anserini's BEIR defaults 0.9 / 0.4; config `retrieval.bm25`) over `contents`.
-- `global` scope: the whole index, `SimpleSearcher.batch_search` (Anserini's multi-threaded batch search). `threads`
-  is passed on, but Anserini 1.7.1's `SimpleSearcher.batch_search` ignores it: its work-stealing pool uses all
-  processors the JVM sees.
+- `global` scope: the whole index, `SimpleSearcher.batch_search` (Anserini's multi-threaded batch search) on
+  QUERY_BATCH questions at a time: each hit it returns holds its loaded Lucene document, so one call for 1,000
+  questions at k = 1000 kept a million documents alive. `threads` is passed on, but Anserini 1.7.1's
+  `SimpleSearcher.batch_search` ignores it: its work-stealing pool uses all processors the JVM sees.
 - `group` scope: only units of the question's own group are ranked. The query is the same bag of words as a MUST
   clause plus a Lucene FILTER clause on the group token: a FILTER clause restricts the matching documents without
   changing any score, so a unit's score is its BM25 score with the whole index's statistics (document frequencies,
@@ -49,19 +56,22 @@ dropped after retrieving k hits (so such a question has k - 1 rows, as in Anseri
 """
 
 
+import contextlib
 import hashlib
+import heapq
 import json
 import logging
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_folder, write_json_atomic
-from workflow_scripts.core.contracts import QUESTIONS, RANKING, UNITS, conform, read_table, write_table
+from workflow_scripts.core.contracts import QUESTIONS, RANKING, UNITS, ContractError, conform, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import SCOPES
@@ -73,7 +83,10 @@ log = logging.getLogger("ragfrontier.bm25")
 MANIFEST = "manifest.json"
 LAYOUT = "ragfrontier-bm25-flat-v1"
 GROUP_FIELD = "group"
-BATCH = 10_000
+BATCH = 10_000  # JSON documents handed to Anserini per call
+RUN = 10_000  # units per sorted run of the index build: what it holds of the corpus at a time (1M units: 100 runs)
+INDEX_BUFFER_MB = 128  # Lucene's indexing RAM buffer (IndexWriterConfig.setRAMBufferSizeMB); fits lucene.JVM_HEAP
+QUERY_BATCH = 100  # questions per Anserini batch_search in global scope: the loaded hits of one batch are alive
 Hits = tuple[str, list[str], list[float]]  # one question: qid, unit ids and scores in Lucene's order
 ANALYZER = (
     "Anserini DefaultEnglishAnalyzer: Lucene StandardTokenizer, English possessive filter, lower case, "
@@ -139,31 +152,97 @@ def _settings(docs: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _check_units(docs: pl.DataFrame) -> None:
-    blank = docs.filter(pl.col("contents").str.strip_chars() == "")["id"].to_list()
-    if blank:
-        raise InputError(f"units: {len(blank)} units have no text to index, e.g. {blank[:5]}; fix the ingest output")
-    tokens = docs.select(pl.col("group_id").unique().map_elements(group_token, return_dtype=pl.String))
-    if tokens.height != tokens.n_unique():
+def _check_groups(group_ids: pl.Series) -> int:
+    """The number of distinct group ids; InputError when two of them share a group token."""
+    tokens = group_ids.unique().map_elements(group_token, return_dtype=pl.String)
+    if tokens.len() != tokens.n_unique():
         raise InputError("units: two group_ids share a BM25 group token (a 128-bit hash collision); rename one")
+    return tokens.len()
 
 
-def _document_lines(docs: pl.DataFrame) -> Iterator[list[str]]:
-    """JsonCollection documents {"id", "contents", "group"} as JSON strings, in batches."""
-    for batch in docs.iter_slices(BATCH):
-        yield [
-            json.dumps({"id": unit_id, "contents": contents, GROUP_FIELD: group_token(group_id)}, ensure_ascii=False)
-            for unit_id, group_id, contents in batch.iter_rows()
-        ]
+def _unit_batches(units: pl.DataFrame | Path) -> Iterator[pl.DataFrame]:
+    """The units in slices of at most RUN rows, each checked against the UNITS contract; a Parquet file is read
+    one record batch at a time (pyarrow), so its texts are never all in memory."""
+    if isinstance(units, pl.DataFrame):
+        yield from conform(units, UNITS).iter_slices(RUN)
+        return
+    if not Path(units).exists():
+        read_table(units, UNITS)  # the contract's own error for a missing file
+    import pyarrow.parquet as pq
+
+    # buffered reads: pyarrow decodes a row group page by page instead of loading its column chunks whole
+    for batch in pq.ParquetFile(units, buffer_size=1 << 20, pre_buffer=False).iter_batches(batch_size=RUN):
+        yield conform(pl.from_arrow(batch), UNITS)
 
 
-def _write_lucene(docs: pl.DataFrame, folder: Path, threads: int) -> None:
-    """The arguments Pyserini's `LuceneIndexer(args=...)` passes to Anserini's SimpleIndexer."""
+class Documents:
+    """(id, group_id, contents) of every unit in id order (`documents`' rows, `units_sha256`'s lines), holding at
+    most RUN units at a time: each slice of the units is sorted by id and written as a run of JSON lines to
+    `scratch`, then `lines()` merges the runs. Checks the units on the way (blank texts, group tokens, unit ids
+    repeated across slices) and counts them."""
+
+    def __init__(self, units: pl.DataFrame | Path, title: str, scratch: Path):
+        self.runs: list[Path] = []
+        self.count = 0
+        blank: list[str] = []
+        groups: list[pl.Series] = []
+        for batch in _unit_batches(units):
+            docs = documents(batch, title)
+            blank += docs.filter(pl.col("contents").str.strip_chars() == "")["id"].to_list()
+            groups.append(docs["group_id"].unique())
+            self.runs.append(scratch / f"run-{len(self.runs):05d}.jsonl")
+            with self.runs[-1].open("wb") as run:
+                for row in docs.iter_rows():
+                    run.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+            self.count += docs.height
+        if blank:
+            raise InputError(
+                f"units: {len(blank)} units have no text to index, e.g. {sorted(blank)[:5]}; fix the ingest output"
+            )
+        self.groups = _check_groups(pl.concat(groups) if groups else pl.Series("group_id", [], pl.String))
+
+    def lines(self) -> Iterator[tuple[bytes, list[str]]]:
+        """(JSON line of [id, group_id, contents] with its newline, the row) for every unit, in id order."""
+        with contextlib.ExitStack() as stack:
+            runs = [_run_rows(stack.enter_context(path.open("rb"))) for path in self.runs]
+            previous = None
+            for line, row in heapq.merge(*runs, key=lambda item: item[1][0]):
+                if row[0] == previous:
+                    raise ContractError(f"table 'units': unit_id {row[0]!r} appears more than once")
+                previous = row[0]
+                yield line, row
+
+
+def _run_rows(run: IO[bytes]) -> Iterator[tuple[bytes, list[str]]]:
+    for line in run:
+        yield line, json.loads(line)
+
+
+def _document_lines(lines: Iterable[tuple[bytes, list[str]]], digest: Any) -> Iterator[list[str]]:
+    """JsonCollection documents {"id", "contents", "group"} as JSON strings, in batches of BATCH; every line of
+    `lines` is added to `digest` on the way (the streaming `units_sha256`)."""
+    batch: list[str] = []
+    for line, (unit_id, group_id, contents) in lines:
+        digest.update(line)
+        document = {"id": unit_id, "contents": contents, GROUP_FIELD: group_token(group_id)}
+        batch.append(json.dumps(document, ensure_ascii=False))
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _write_lucene(batches: Iterable[list[str]], folder: Path, threads: int) -> None:
+    """Anserini's SimpleIndexer with the arguments Pyserini's `LuceneIndexer(args=...)` passes, and an indexing
+    buffer of INDEX_BUFFER_MB (Anserini's default, 4,096 MB, is more than the JVM's heap, see lucene.JVM_HEAP)."""
     from pyserini.pyclass import autoclass
 
     args = ["-index", str(folder), "-fields", GROUP_FIELD, "-input", "", "-collection", "JsonCollection"]
-    indexer = autoclass("io.anserini.index.SimpleIndexer")([*args, "-threads", str(threads)])
-    for lines in _document_lines(docs):
+    indexer = autoclass("io.anserini.index.SimpleIndexer")(
+        [*args, "-threads", str(threads), "-memoryBuffer", str(INDEX_BUFFER_MB)]
+    )
+    for lines in batches:
         indexer.addRawDocuments(lines)
     indexer.close()
 
@@ -180,25 +259,31 @@ def _indexed_count(folder: Path) -> int:
         reader.close()
 
 
-def build_index(units: pl.DataFrame, index_dir: Path, threads: int, title: str = "prepend") -> dict[str, Any]:
-    """Index `units` at `index_dir` (atomically) and return the manifest written there."""
+def build_index(
+    units: pl.DataFrame | Path, index_dir: Path, threads: int, title: str = "prepend"
+) -> dict[str, Any]:
+    """Index `units` (a UNITS table, or the path of its Parquet file, read in batches) at `index_dir` (atomically)
+    and return the manifest written there. At most RUN units' texts are in memory at a time (see `Documents`)."""
     if threads < 1:
         raise InputError(f"bm25 index: threads must be at least 1, got {threads}")
     started = time.monotonic()
     index_dir = Path(index_dir)
-    docs = documents(conform(units, UNITS), title)
-    _check_units(docs)
-    settings = _settings(docs)
-    with atomic_folder(index_dir) as building:
-        _write_lucene(docs, building, threads)
-        indexed = _indexed_count(building)
-        if indexed != docs.height:
-            raise InputError(
-                f"bm25 index {index_dir}: Anserini indexed {indexed} documents for {docs.height} units (it skips "
-                f"documents it considers empty); check the units table"
-            )
-        manifest = {**settings, "build": {"threads": threads, "seconds": round(time.monotonic() - started, 2)}}
-        write_json_atomic(manifest, building / MANIFEST)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.", suffix=".runs", dir=index_dir.parent) as scratch:
+        docs = Documents(units, title, Path(scratch))
+        engine = engine_settings()
+        digest = hashlib.sha256()
+        with atomic_folder(index_dir) as building:
+            _write_lucene(_document_lines(docs.lines(), digest), building, threads)
+            indexed = _indexed_count(building)
+            if indexed != docs.count:
+                raise InputError(
+                    f"bm25 index {index_dir}: Anserini indexed {indexed} documents for {docs.count} units (it skips "
+                    f"documents it considers empty); check the units table"
+                )
+            settings = {**engine, "units": docs.count, "groups": docs.groups, "units_sha256": digest.hexdigest()}
+            manifest = {**settings, "build": {"threads": threads, "seconds": round(time.monotonic() - started, 2)}}
+            write_json_atomic(manifest, building / MANIFEST)
     return manifest
 
 
@@ -247,17 +332,20 @@ def _plain_bm25(searcher: Any, k1: float, b: float) -> None:
 
 
 def _global_hits(searcher: Any, questions: pl.DataFrame, k: int, threads: int) -> Iterator[Hits]:
+    """Anserini's batch search, QUERY_BATCH questions at a time: each hit it returns holds its loaded Lucene
+    document, so one call for all questions kept questions × k documents alive at once (1,000 × 1,000 at scale)."""
     from pyserini.pyclass import autoclass
 
-    qids = questions["qid"].to_list()
-    texts, ids = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
-    for qid, text in zip(qids, questions["text"].to_list()):
-        texts.add(text)
-        ids.add(qid)
-    results = searcher.batch_search(texts, ids, int(k), int(threads))
-    for qid in qids:
-        hits = results.get(qid)
-        yield qid, [hit.docid for hit in hits], [hit.score for hit in hits]
+    for batch in questions.select("qid", "text").iter_slices(QUERY_BATCH):
+        qids = batch["qid"].to_list()
+        texts, ids = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+        for qid, text in zip(qids, batch["text"].to_list()):
+            texts.add(text)
+            ids.add(qid)
+        results = searcher.batch_search(texts, ids, int(k), int(threads))
+        for qid in qids:
+            hits = results.get(qid)
+            yield qid, [hit.docid for hit in hits], [hit.score for hit in hits]
 
 
 def _group_hits(searcher: Any, questions: pl.DataFrame, k: int) -> Iterator[Hits]:
@@ -331,7 +419,7 @@ def search(
 
 def index_rule(smk: Any) -> None:
     """Rule index_bm25: units → Lucene index folder with its manifest."""
-    manifest = build_index(read_table(smk.input.units, UNITS), Path(smk.output.index), smk.threads, smk.params.title)
+    manifest = build_index(Path(smk.input.units), Path(smk.output.index), smk.threads, smk.params.title)
     log.info("bm25 index: %d units in %s s", manifest["units"], manifest["build"]["seconds"])
 
 

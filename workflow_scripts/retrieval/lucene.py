@@ -21,6 +21,10 @@ Why each step is needed (each one was verified with Pyserini 1.6.0 / Anserini 1.
 3. `OPENAI_API_KEY`: importing `pyserini.search.lucene` imports Pyserini's OpenAI encoder module, which builds an
    OpenAI client at import time and fails when the key is unset or empty. We set it, only when it is unset or
    empty, to a placeholder that nothing here ever sends or logs; a real key set by the user is left untouched.
+4. `JVM_HEAP` (-Xmx): a fixed heap limit, set with the options of step 2 before the JVM starts. Java's default is
+   a quarter of the machine's memory, and the JVM used it freely (3.5-4.5 GB peak per BM25 job whatever the
+   corpus size). What runs in it needs a bounded amount: Lucene's indexing buffer (`bm25.INDEX_BUFFER_MB`) and one
+   batch of search hits (`bm25.QUERY_BATCH`); the index itself is memory-mapped, outside the heap.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from pathlib import Path
 from workflow_scripts.core.errors import InputError
 
 INCUBATOR_OPTION = "jdk.incubator.vector"
+# The JVM's heap limit (step 4 of the module docstring). Without it Java takes a quarter of the machine's memory
+# and grows into it (3.5-4.5 GB per BM25 job at any corpus size, benchmarks/README.md "Scale").
+JVM_HEAP = "-Xmx512m"
 OPENAI_PLACEHOLDER = "not-used-by-ragfrontier"
 
 
@@ -71,5 +78,6 @@ def pyserini_ready() -> None:
     if not any(jars.glob("anserini-*-fatjar.jar")):
         raise InputError(f"Pyserini's Anserini jar is missing from {jars}; reinstall pyserini==1.6.0")
     configure_classpath(str(jars))
-    jnius_config.set_options(*(option for option in jnius_config.get_options() if INCUBATOR_OPTION not in option))
+    options = [option for option in jnius_config.get_options() if INCUBATOR_OPTION not in option]
+    jnius_config.set_options(*options, JVM_HEAP)
     import jnius  # noqa: F401  (importing jnius starts the JVM with the options above)
