@@ -211,3 +211,31 @@ def test_parsers():
     assert strategies.parse_ranking("[1, 2]", 2, 3) == ([0, 1], None)  # fewer candidates than kept: all of them
     assert strategies.parse_tool_reply('```json\n{"search": "a  b"}\n```') == ("search", "a b")
     assert strategies.parse_tool_reply('{"tool": "search"}') == ("plain", '{"tool": "search"}')
+
+
+def test_unit_texts_reads_only_the_units_asked(tmp_path, monkeypatch):
+    """Issue 16 (bounded memory): a strategy job reads the texts of the retrieved units, not the whole units table;
+    the texts equal colbert.doc_texts of the table, and the answers equal those from an in-memory mapping."""
+    from workflow_scripts.core.contracts import UNITS, frame, write_table
+    from workflow_scripts.retrieval import colbert
+
+    units = frame(({"dataset": "t", "group_id": docid, "unit_id": docid, "kind": "document", "position": 0,
+                    "title": None if at % 2 else f"Title {docid}", "text": f"text of {docid}"}
+                   for at, docid in enumerate(DOCS)), UNITS)
+    write_table(units, tmp_path / "units.parquet", UNITS)
+    reads = []
+    read_table = strategies.read_table
+    monkeypatch.setattr(strategies, "read_table",
+                        lambda *args, **kw: reads.append(kw["where"][1]) or read_table(*args, **kw))
+    texts = strategies.UnitTexts(tmp_path / "units.parquet")
+    script = answer_script(rephrase=lambda messages: "rewritten", rerank_listwise=lambda messages: "[2, 1, 3]")
+    results = {}
+    for name, doc_texts in (("lazy", texts), ("all", colbert.doc_texts(units))):
+        backend, retriever = ScriptedBackend(script), FixedRetriever()
+        engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "scripted"}), backend)
+        ctx = strategies.Context(engine, tmp_path / f"llm-{name}", TEMPLATES, SETTINGS, retriever, doc_texts)
+        results[name] = strategies.run_strategy("rephrased_reranked", ctx, {"q1": "a", "q2": "b"}), backend.asked
+    assert results["lazy"][0][0].equals(results["all"][0][0]) and results["lazy"][1] == results["all"][1]
+    assert results["lazy"][0][1].drop("llm_seconds").equals(results["all"][0][1].drop("llm_seconds"))
+    assert len(reads) == 1 and set(texts) == set(reads[0]) and len(texts) == 10  # one read: the 10 candidates
+    assert dict(texts) == {docid: colbert.doc_texts(units)[docid] for docid in reads[0]}

@@ -1,6 +1,7 @@
 """Study C's six RAG strategies over the global corpus: retrieval, the generator's answer, per-query cost.
 
-In:  the synthetic queries (STUDY_C_QUERIES), the corpus units (one document per paper), a retriever (dense:
+In:  the synthetic queries (STUDY_C_QUERIES), the corpus units (one document per paper; a job reads only the texts
+     of the units its queries retrieved, see `UnitTexts`), a retriever (dense:
      the embedder, unit vectors and FAISS index of the dense stage; colbert: a PLAID index, see colbert.py), the
      generator config, the prompt templates and the `study_c` settings (top_k, rerank candidates, fusion
      sub-queries / hits / rrf_k, max_new_tokens per LLM step).
@@ -38,7 +39,7 @@ is still charged to both (cached rows keep the latency of the call that produced
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +70,30 @@ from workflow_scripts.retrieval.fusion import rrf
 log = logging.getLogger("ragfrontier.strategies")
 
 Hits = list[tuple[str, float]]
+
+
+class UnitTexts(Mapping[str, str]):
+    """docid → `colbert.doc_texts` of that unit, read from the units table only for the docids asked: `load(docids)`
+    reads the missing ones in one filtered pass (contracts.read_table `where`), so a strategy job holds the texts of
+    the units its queries retrieved, not the corpus. A docid never loaded is read on its own when looked up."""
+
+    def __init__(self, path: Path):
+        self.path, self.texts = Path(path), {}
+
+    def load(self, docids: Iterable[str]) -> None:
+        missing = sorted(set(docids) - self.texts.keys())
+        if missing:
+            self.texts.update(colbert.doc_texts(read_table(self.path, UNITS, where=("unit_id", missing))))
+
+    def __getitem__(self, docid: str) -> str:
+        self.load([docid])
+        return self.texts[docid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
 
 
 class Retriever(Protocol):
@@ -131,6 +156,11 @@ class Context:
             plans[qid].search_queries.append(text)
             plans[qid].cost.retrieval_seconds += spent
         return results
+
+    def load_texts(self, docids: Iterable[str]) -> None:
+        """Read the texts of `docids` in one pass before they are looked up one by one (for a `UnitTexts`)."""
+        if isinstance(self.doc_texts, UnitTexts):
+            self.doc_texts.load(docids)
 
     def request(self, qid: str, template: str, fields: Mapping[str, str], evidence: Sequence[str] = ()) -> llm.Request:
         return llm.Request(qid, self.templates[template], dict(fields), tuple(evidence))
@@ -237,6 +267,7 @@ def rephrased_reranked(ctx: Context, queries: Mapping[str, str]) -> dict[str, Pl
     rewritten = rephrase(ctx, queries, plans)
     candidates = dict(zip(rewritten, ctx.search(list(rewritten.items()), ctx.settings["rerank_candidates"], plans)))
     cut = ctx.settings["rerank_chars"]
+    ctx.load_texts(docid for hits in candidates.values() for docid, _ in hits)
     requests = [
         ctx.request(qid, "rerank_listwise", {"question": queries[qid], "n": str(len(hits))},
                     [ctx.doc_texts[docid][:cut] for docid, _ in hits])
@@ -294,6 +325,7 @@ def tool_call(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
             plans[qid].fallback = None if kind != "plain" else "tool_reply_length" if was_cut(row) else "tool_reply_not_json"
     for qid, hits in zip(to_search, ctx.search(list(to_search.items()), ctx.settings["top_k"], plans)):
         plans[qid].docs, plans[qid].searched = hits, True
+    ctx.load_texts(docid for qid in to_search for docid, _ in plans[qid].docs)
     requests = [
         ctx.request(qid, "tool_answer", {"question": queries[qid], "call": json.dumps({"search": query})},
                     [ctx.doc_texts[docid] for docid, _ in plans[qid].docs])
@@ -313,6 +345,7 @@ RUNNERS: dict[str, Callable[[Context, Mapping[str, str]], dict[str, Plan]]] = {
 def run_strategy(strategy: str, ctx: Context, queries: Mapping[str, str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(STUDY_C_RUNS, STUDY_C_ANSWERS) of one strategy: its plans, then answers from the top-k where needed."""
     plans = RUNNERS[strategy](ctx, queries)
+    ctx.load_texts(docid for plan in plans.values() if plan.answer is None for docid, _ in plan.docs)
     requests = [
         ctx.request(qid, "answer_rag", {"question": queries[qid]}, [ctx.doc_texts[docid] for docid, _ in plan.docs])
         for qid, plan in plans.items() if plan.answer is None
@@ -356,7 +389,7 @@ class DenseRetriever:
         return [hits.get(str(at), []) for at in range(len(texts))], [per_text] * len(texts)
 
 
-def retriever_for(smk: Any, units: pl.DataFrame) -> Retriever:
+def retriever_for(smk: Any) -> Retriever:
     if smk.wildcards.strategy == "colbert":
         spec = smk.params.colbert
         return colbert.Retriever(Path(smk.input.colbert_index), colbert.checkpoint_for(spec, smk.input.get("checkpoint")),
@@ -368,11 +401,10 @@ def retriever_for(smk: Any, units: pl.DataFrame) -> Retriever:
 
 def strategy_rule(smk: Any) -> None:
     queries = own_rows(read_table(smk.input.queries, STUDY_C_QUERIES).sort("qid"), "qid", shard_of(smk), "queries")
-    units = read_table(smk.input.units, UNITS)
     ctx = Context(
         engine=llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator"),
         cache=Path(smk.params.cache), templates=load_templates(smk.params.prompts), settings=smk.params.settings,
-        retriever=retriever_for(smk, units), doc_texts=colbert.doc_texts(units),
+        retriever=retriever_for(smk), doc_texts=UnitTexts(Path(smk.input.units)),
     )
     runs, answers = run_strategy(smk.wildcards.strategy, ctx, dict(zip(queries["qid"], queries["text"])))
     write_table(runs, smk.output.run, STUDY_C_RUNS)
