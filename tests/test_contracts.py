@@ -3,8 +3,19 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.core import atomic
-from workflow_scripts.core.contracts import QRELS, UNITS, ContractError, conform, frame, read_table, write_table
+from workflow_scripts.core import atomic, contracts
+from workflow_scripts.core.contracts import (
+    QRELS,
+    RANKING,
+    UNITS,
+    ContractError,
+    TableWriter,
+    conform,
+    frame,
+    read_table,
+    table_batches,
+    write_table,
+)
 
 
 def unit(unit_id: str, **overrides) -> dict:
@@ -87,3 +98,47 @@ def test_json_written_atomically(tmp_path):
     atomic.write_json_atomic({"a": 1}, tmp_path / "r.json")
     assert (tmp_path / "r.json").read_text() == '{\n  "a": 1\n}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_table_written_in_batches_is_the_same_file_whatever_the_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(contracts, "GROUP_ROWS", 10)
+    rows = 37
+    table = pl.DataFrame({"qid": [f"q{i}" for i in range(rows)], "unit_id": [f"u{i}" for i in range(rows)],
+                          "rank": [1] * rows, "score": [i / 7 for i in range(rows)]})
+    files = []
+    for cuts in ([rows], [5, 32], [10, 10, 10, 7], [1] * rows, [0, 36, 1]):
+        files.append(tmp_path / f"{len(files)}.parquet")
+        with TableWriter(files[-1], RANKING) as writer:
+            start = 0
+            for size in cuts:
+                writer.write(table.slice(start, size))
+                start += size
+    assert len({path.read_bytes() for path in files}) == 1
+    assert read_table(files[0], RANKING).equals(conform(table, RANKING))
+    assert [batch.height for batch in table_batches(files[0], RANKING, rows=16)] == [16, 16, 5]
+    # one row group: the file write_table writes
+    with TableWriter(tmp_path / "small.parquet", RANKING) as writer:
+        writer.write(table.head(4))
+        writer.write(table.slice(4, 6))
+    write_table(table.head(10), tmp_path / "whole.parquet", RANKING)
+    assert (tmp_path / "small.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+def test_a_table_written_in_batches_checks_every_batch_and_the_key_across_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(contracts, "GROUP_ROWS", 10)
+    table = pl.DataFrame({"qid": [f"q{i}" for i in range(25)], "unit_id": ["u"] * 25, "rank": [1] * 25,
+                          "score": [0.5] * 25})
+    target = tmp_path / "run.parquet"
+    with pytest.raises(ContractError, match=r"2 duplicated qid/unit_id values: \('q3', 'u'\), \('q4', 'u'\)"):
+        with TableWriter(target, RANKING) as writer:
+            writer.write(table)
+            writer.write(table.slice(3, 2))  # repeats two keys of an earlier row group
+    with pytest.raises(ContractError, match="column 'rank' does not cast|does not cast to its declared type"):
+        with TableWriter(target, RANKING) as writer:
+            writer.write(table)
+            writer.write(table.head(1).with_columns(pl.lit("first").alias("rank")))
+    with pytest.raises(RuntimeError, match="killed"):
+        with TableWriter(target, RANKING) as writer:
+            writer.write(table)
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []  # no table, no partial file

@@ -137,6 +137,8 @@ def test_flat_index_equals_exact_numpy_search(tmp_path):
     with_index, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, unit_vectors, loaded, 10, "global")
     exact, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, unit_vectors, None, 10, "global")
     assert with_index.equals(exact)
+    from_index, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, None, loaded, 10, "global")
+    assert from_index.equals(exact)
     for row, qid in enumerate(questions["qid"]):
         _assert_same(_ranked(with_index, qid), _brute_force(query_vectors[row], unit_ids, unit_vectors, range(300), 10))
 
@@ -150,6 +152,9 @@ def test_approximate_indexes_run_and_survive_a_round_trip(tmp_path, kind, params
     found, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, unit_vectors, index, 10, "global")
     again, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, unit_vectors, loaded, 10, "global")
     assert found.equals(again) and found.height == 12 * 10
+    # the search job reads no unit vectors: the index gives back the very floats it was built from
+    from_index, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, None, loaded, 10, "global")
+    assert from_index.equals(found)
     exact, _ = dense.search(questions, query_vectors, unit_ids, unit_groups, unit_vectors, None, 10, "global")
     joined = found.join(exact, on=["qid", "unit_id"], suffix="_exact")
     np.testing.assert_allclose(joined["score"], joined["score_exact"], atol=1e-6)
@@ -178,3 +183,23 @@ def test_bad_settings_are_input_errors():
     with pytest.raises(InputError, match="rebuild"):
         dense.search(questions, query_vectors, unit_ids[:-1], unit_groups[:-1], unit_vectors[:-1],
                      dense.build_index(unit_vectors), 5, "global")
+
+
+def test_the_index_job_fills_a_flat_index_batch_by_batch(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from workflow_scripts.core import contracts
+
+    monkeypatch.setattr(contracts, "GROUP_ROWS", 64)  # 300 vectors: five row groups, read in five batches
+    _, _, unit_ids, unit_groups, unit_vectors = _corpus()
+    vectors = tmp_path / "unit_vectors.parquet"
+    with contracts.TableWriter(vectors, contracts.UNIT_VECTORS) as writer:
+        writer.write(pl.DataFrame({"unit_id": unit_ids, "group_id": unit_groups, "vector": list(unit_vectors)}))
+    assert [len(batch) for batch in dense.vector_batches(vectors)] == [64, 64, 64, 64, 44]
+    np.testing.assert_array_equal(dense.read_vectors(vectors), unit_vectors.astype(np.float32))
+    spec = {"kind": "flat", "nlist": None, "nprobe": None, "hnsw_m": None, "ef_search": None}
+    smk = SimpleNamespace(input=SimpleNamespace(vectors=vectors), output=SimpleNamespace(index=tmp_path / "flat"),
+                          params=SimpleNamespace(index=spec))
+    dense.index_dense(smk)
+    assert dense.faiss.serialize_index(dense.load_index(tmp_path / "flat")).tobytes() == \
+        dense.faiss.serialize_index(dense.build_index(unit_vectors, "flat")).tobytes()

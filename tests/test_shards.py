@@ -18,9 +18,9 @@ from llm_fakes import WordTokenBackend
 from tiny_demo import DATASET, UNBATCHED, differences, reference_run, shard, tiny_workdir
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core import shards
+from workflow_scripts.core import contracts, shards
 from workflow_scripts.core.cache import read_cache
-from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS, frame, write_table
+from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.study_c import synthetic
@@ -56,14 +56,22 @@ def test_more_shards_than_items_is_an_error_naming_the_stage():
     assert sum(shards.owned(["a", "b"], shards.Shard("embed_units", 0, 4), None)) <= 2  # questions beside units
 
 
-def test_read_owned_loads_only_the_shards_rows(tmp_path):
+def test_a_shard_reads_its_rows_a_batch_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(contracts, "GROUP_ROWS", 8)
     rows = [{"qid": f"p{i}:problem", "paper_id": f"p{i}", "query_type": "problem", "text": f"text {i}"} for i in range(40)]
     path = tmp_path / "queries.parquet"
-    write_table(frame(rows, STUDY_C_QUERIES), path, STUDY_C_QUERIES)
-    parts = [shards.read_owned(path, STUDY_C_QUERIES, "qid", shards.Shard("study_c_strategy", index, 3), "queries")
-             for index in range(3)]
+    with contracts.TableWriter(path, STUDY_C_QUERIES) as writer:  # five row groups
+        writer.write(frame(rows, STUDY_C_QUERIES))
+    batches = {index: list(shards.owned_batches(path, STUDY_C_QUERIES, "qid", shards.Shard("study_c_strategy", index, 3),
+                                                "queries")) for index in range(3)}
+    parts = [pl.concat(found) for found in batches.values()]
+    assert all(len(found) > 1 for found in batches.values())  # read in batches, never whole
+    assert [qid for part in parts for qid in part["qid"]] != [row["qid"] for row in rows]
     assert sorted(qid for part in parts for qid in part["qid"]) == sorted(row["qid"] for row in rows)
     assert all(shards.bucket(qid, 3) == index for index, part in enumerate(parts) for qid in part["qid"])
+    assert all(part["qid"].to_list() == sorted(part["qid"], key=[row["qid"] for row in rows].index) for part in parts)
+    with pytest.raises(InputError, match=r"shards.embed_units = 41 is more than the 40 units the stage has"):
+        next(shards.owned_batches(path, STUDY_C_QUERIES, "qid", shards.Shard("embed_units", 0, 41), "units"))
 
 
 def generations(ids):
@@ -94,15 +102,32 @@ def test_the_gather_restores_the_unsharded_order_and_refuses_a_missing_shard(tmp
     assert not gathered.exists()
 
 
-def test_the_gather_can_follow_an_input_tables_order(tmp_path):
-    order = ["u3", "u1", "u4", "u2", "u0"]
+@pytest.mark.parametrize("group_rows", [7, 20_000])
+def test_the_gather_streams_rows_in_an_input_tables_order(tmp_path, monkeypatch, group_rows):
+    monkeypatch.setattr(contracts, "GROUP_ROWS", group_rows)  # several row groups and merge batches, or one
+    monkeypatch.setattr(shards, "GROUP_ROWS", group_rows)
+    order = [f"u{i}" for i in (3, 1, 4, 15, 9, 2, 6, 5, 35, 8, 97, 93, 23, 84, 62, 64, 33, 83, 27, 95, 0, 28, 88, 41)]
     vectors = lambda ids: frame([{"unit_id": unit, "group_id": "g", "vector": [float(unit[1:])]} for unit in ids], UNIT_VECTORS)
-    parts = []
-    for index, ids in enumerate((["u0", "u2"], ["u4", "u1", "u3"])):
-        parts.append(tmp_path / f"{index}.parquet")
-        write_table(vectors(ids), parts[-1], UNIT_VECTORS)
-    table = shards.gathered(parts, UNIT_VECTORS, {"as_in": "units", "column": "unit_id"}, pl.Series(order))
-    assert table.equals(vectors(order))
+    reference = tmp_path / "units.parquet"
+    pl.DataFrame({"unit_id": order}).write_parquet(reference)
+    whole = tmp_path / "whole.parquet"
+    with contracts.TableWriter(whole, UNIT_VECTORS) as writer:
+        writer.write(vectors(order))
+    parts = [tmp_path / f"{index}-of-3.parquet" for index in range(3)]
+    for index, part in enumerate(parts):
+        write_table(vectors([unit for unit in order if shards.bucket(unit, 3) == index]), part, UNIT_VECTORS)
+    gathered = tmp_path / "gathered.parquet"
+    shards.gather_in_order(parts, UNIT_VECTORS, "unit_id", reference, gathered)
+    assert gathered.read_bytes() == whole.read_bytes()
+    assert read_table(gathered, UNIT_VECTORS).equals(vectors(order))
+    gathered.unlink()
+    # a stale shard (its rows in another order, one missing, or one too many) never gives a table
+    first = [unit for unit in order if shards.bucket(unit, 3) == 0]
+    for stale, message in ((first[::-1], "expected"), (first[:-1], "fewer rows"), (first + ["u999"], "not in")):
+        write_table(vectors(stale), parts[0], UNIT_VECTORS)
+        with pytest.raises(InputError, match=message):
+            shards.gather_in_order(parts, UNIT_VECTORS, "unit_id", reference, gathered)
+        assert not gathered.exists() and not list(tmp_path.glob("*.partial"))
 
 
 def test_query_reports_of_the_shards_merge_into_the_unsharded_report():

@@ -4,9 +4,11 @@ In:  config `shards` (stage → count) through the `shard` wildcard of a sharded
      the ids of the stage's items (units and questions, questions, sampled papers or queries); for the gather
      job, every shard's tables and, per output, the order the unsharded job writes its rows in (`params.tables`).
 Out: the items a shard owns: those whose id hashes to it (blake2b of the UTF-8 id, so every machine and Python
-     agree, and an item stays in its shard whatever else the corpus holds); the gathered tables, rows in the
-     unsharded job's order and written through the same contract, so they are byte-identical to the unsharded
-     run's when the rows are. A shard count above the number of items stops every shard job naming the stage and
+     agree, and an item stays in its shard whatever else the corpus holds), read a batch at a time
+     (`owned_batches`) where the table is the corpus; the gathered tables, rows in the unsharded job's order and
+     written through the same contract (and the same `TableWriter` row groups), so they are byte-identical to the
+     unsharded run's when the rows are. A table in an input table's order (vectors) is merged from its shards a
+     batch at a time (`gather_in_order`), never held whole. A shard count above the number of items stops every shard job naming the stage and
      the count to use; a shard output missing at gather time stops the gather naming the shard (never a partial
      table).
 """
@@ -15,14 +17,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import CONTRACTS, Contract, read_table, write_table
+from workflow_scripts.core.contracts import (
+    CONTRACTS,
+    GROUP_ROWS,
+    Contract,
+    TableWriter,
+    frame,
+    read_table,
+    table_batches,
+    table_rows,
+    write_table,
+)
 from workflow_scripts.core.errors import InputError
 
 GATHER_RULE_SUFFIX = "_gather"  # a sharded stage's jobs keep the stage's rule name; `<stage>_gather` joins them
@@ -62,6 +75,12 @@ def bucket(item_id: str, count: int) -> int:
     return int.from_bytes(digest, "big") % count
 
 
+def too_many(shard: Shard, items: int, what: str) -> InputError:
+    """The error for a shard count above the number of the stage's items."""
+    return InputError(f"shards.{shard.stage} = {shard.count} is more than the {items} {what} the stage has; set "
+                      f"shards.{shard.stage} to at most {items}")
+
+
 def owned(ids: Sequence[str], shard: Shard | None, what: str | None) -> list[bool]:
     """Per id, whether `shard` owns it (every id when unsharded). `what` names the stage's items in the error
     raised when there are fewer distinct ones than shards (None: ids that need not fill every shard)."""
@@ -69,10 +88,7 @@ def owned(ids: Sequence[str], shard: Shard | None, what: str | None) -> list[boo
         return [True] * len(ids)
     items = len(set(ids))
     if what is not None and shard.count > items:
-        raise InputError(
-            f"shards.{shard.stage} = {shard.count} is more than the {items} {what} the stage has; set "
-            f"shards.{shard.stage} to at most {items}"
-        )
+        raise too_many(shard, items, what)
     return [bucket(item_id, shard.count) == shard.index for item_id in ids]
 
 
@@ -83,16 +99,15 @@ def own_rows(table: pl.DataFrame, column: str, shard: Shard | None, what: str | 
     return table.filter(pl.Series(owned(table[column].to_list(), shard, what), dtype=pl.Boolean))
 
 
-def read_owned(
+def owned_batches(
     path: str | os.PathLike, contract: Contract, column: str, shard: Shard | None, what: str | None
-) -> pl.DataFrame:
-    """A contract table's rows the shard owns, read without holding the other shards' rows: only the id column
-    is read whole, then the owned rows are scanned out of the file."""
-    if shard is None or not Path(path).exists():
-        return read_table(path, contract)  # (a missing file fails there, naming it)
-    ids = pl.read_parquet(path, columns=[column])[column]
-    mine = ids.filter(pl.Series(owned(ids.to_list(), shard, what), dtype=pl.Boolean))
-    return read_table(path, contract, where=(column, mine))
+) -> Iterator[pl.DataFrame]:
+    """A contract table's rows the shard owns (all rows unsharded), in file order, a batch at a time: the job never
+    holds the table. `column` is the table's key (its ids are distinct, so its row count is the item count)."""
+    if shard is not None and what is not None and shard.count > (items := table_rows(path)):
+        raise too_many(shard, items, what)
+    for batch in table_batches(path, contract):
+        yield batch if shard is None else batch.filter(pl.Series(owned(batch[column].to_list(), shard, None), dtype=pl.Boolean))
 
 
 def shard_paths(smk: Any, key: str) -> list[Path]:
@@ -107,23 +122,58 @@ def shard_paths(smk: Any, key: str) -> list[Path]:
     return paths
 
 
-def gathered(parts: Sequence[Path], contract: Contract, order: Mapping[str, Any], reference: pl.Series | None) -> pl.DataFrame:
-    """The shards' rows as one table in the unsharded job's order: sorted by `order["by"]`, or by the position of
-    `order["column"]` in `reference` (the ids of an input table, in its order)."""
+def gathered(parts: Sequence[Path], contract: Contract, by: Sequence[str]) -> pl.DataFrame:
+    """The shards' rows as one table sorted by the `by` columns (the unsharded job's order)."""
     table = pl.concat([read_table(path, contract) for path in parts], how="vertical")
-    if "by" in order:
-        return table.sort(order["by"], maintain_order=True)
-    column = order["column"]
-    position = pl.DataFrame({column: reference, "__position": range(len(reference))})
-    return table.join(position, on=column, how="left").sort("__position", maintain_order=True).drop("__position")
+    return table.sort(list(by), maintain_order=True)
+
+
+def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, reference: Path, output: Path) -> None:
+    """Write the shards' rows in the order of the ids in `reference`'s `column` (an input table, read a batch at a
+    time), streaming: each shard file is read in its own order, which is the reference's order restricted to the
+    shard (a shard job writes its items in input order), and the rows are merged by the shard each reference id
+    hashes to, one batch at a time, so the job holds a batch of rows whatever the table's size. Shards that do not
+    hold exactly the reference's ids in its order (a stale shard) stop the gather, naming the first mismatch."""
+    import pyarrow.parquet as pq
+
+    readers = [table_batches(path, contract) for path in parts]
+    buffers = [frame([], contract) for _ in parts]
+
+    def take(shard: int, rows: int) -> pl.DataFrame:
+        while buffers[shard].height < rows:
+            batch = next(readers[shard], None)
+            if batch is None:
+                raise InputError(f"{parts[shard]} holds fewer rows than the ids of {reference} it owns; rerun its "
+                                 f"shard job")
+            buffers[shard] = pl.concat([buffers[shard], batch], rechunk=False)
+        taken, buffers[shard] = buffers[shard].head(rows), buffers[shard].slice(rows)
+        return taken
+
+    with TableWriter(output, contract) as writer:
+        for batch in pq.ParquetFile(reference).iter_batches(batch_size=GROUP_ROWS, columns=[column]):
+            ids = batch.column(0).to_pylist()
+            owners = np.fromiter((bucket(item, len(parts)) for item in ids), dtype=np.int64, count=len(ids))
+            pieces = [take(shard, int((owners == shard).sum())) for shard in range(len(parts))]
+            by_shard = np.argsort(owners, kind="stable")  # row k of the pieces in shard order is id by_shard[k]
+            rows = pl.concat(pieces, rechunk=False)[np.argsort(by_shard)]
+            if rows[column].to_list() != ids:
+                first = next(i for i, (got, want) in enumerate(zip(rows[column].to_list(), ids)) if got != want)
+                raise InputError(f"the shards of {output} do not follow {reference}: {column} {ids[first]!r} expected, "
+                                 f"{rows[column][first]!r} found; rerun the shard jobs")
+            writer.write(rows)
+        extra = [str(path) for shard, path in enumerate(parts)
+                 if buffers[shard].height or next(readers[shard], None) is not None]
+        if extra:  # (raised inside the writer's block: no table is written)
+            raise InputError(f"{extra} hold rows whose ids are not in {reference}; rerun their shard jobs")
 
 
 def gather(smk: Any) -> None:
     """The gather job of a sharded stage: each output in `params.tables` ({contract, by | as_in + column}) is its
-    shards' rows concatenated in the unsharded order and written through its contract."""
+    shards' rows in the unsharded order, written through its contract."""
     for key, order in smk.params.tables.items():
         contract = CONTRACTS[order["contract"]]
-        reference = None
         if "as_in" in order:
-            reference = pl.read_parquet(smk.input[order["as_in"]], columns=[order["column"]])[order["column"]]
-        write_table(gathered(shard_paths(smk, key), contract, order, reference), smk.output[key], contract)
+            gather_in_order(shard_paths(smk, key), contract, order["column"], Path(smk.input[order["as_in"]]),
+                            Path(smk.output[key]))
+        else:
+            write_table(gathered(shard_paths(smk, key), contract, order["by"]), smk.output[key], contract)

@@ -13,7 +13,7 @@ normalized on the way out.
 """
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +32,17 @@ from workflow_scripts.core.contracts import (
     RANKING,
     UNIT_VECTORS,
     UNITS,
+    TableWriter,
     conform,
     read_table,
+    table_batches,
+    table_rows,
     write_table,
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import read_owned, shard_of
+from workflow_scripts.core.shards import owned_batches, shard_of
 from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.unit_text import unit_texts
 
@@ -146,7 +149,7 @@ def search(
     query_vectors: np.ndarray,
     unit_ids: Sequence[str],
     unit_groups: Sequence[str],
-    unit_vectors: np.ndarray,
+    unit_vectors: np.ndarray | None,
     index: faiss.Index | None,
     k: int,
     scope: str,
@@ -155,14 +158,24 @@ def search(
 
     `questions` has qid, group_id, text; row i matches `query_vectors[i]`. Units are given in index row order.
     scope "global": candidates from `index` (exact numpy search over all units when None), each rescored by
-    the exact inner product, so an approximate index only changes which units are found, never their score.
+    the exact inner product, so an approximate index only changes which units are found, never their score; the
+    candidates' vectors come from `unit_vectors`, or, when it is None, from the index, which stores them as given.
     scope "group": exact inner product against the question's own group's units only (fewer than k rows when
     the group is smaller). Ties: score descending, then unit_id ascending.
     """
     if scope not in SCOPES:
         raise InputError(f"retrieval scope '{scope}' is unknown; use one of {list(SCOPES)}")
     unit_ids = np.asarray(unit_ids, dtype=object)
-    unit_vectors = np.asarray(unit_vectors, dtype=np.float32)
+    if unit_vectors is None:
+        if index is None or scope != "global":
+            raise ValueError("dense.search needs the unit vectors unless it searches an index globally")
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:
+            ivf.make_direct_map()  # lets an IVF index give back a stored vector by its row
+        rows_of = lambda candidates: index.reconstruct_batch(candidates)
+    else:
+        unit_vectors = np.asarray(unit_vectors, dtype=np.float32)
+        rows_of = lambda candidates: unit_vectors[candidates]
     query_vectors = np.asarray(query_vectors, dtype=np.float32)
     if index is not None and index.ntotal != len(unit_ids):
         raise InputError(
@@ -184,7 +197,7 @@ def search(
         with threadpool_limits(1, user_api="blas"):  # many tiny products: BLAS threads only add overhead
             for row, candidates in zip(live, candidate_rows):
                 candidates = candidates[candidates >= 0]
-                results.append((row, *_top_k(candidates, unit_vectors[candidates] @ query_vectors[row], id_order, k)))
+                results.append((row, *_top_k(candidates, rows_of(candidates) @ query_vectors[row], id_order, k)))
     elif scope == "group":
         members: dict[str, list[int]] = {}
         for position, group in enumerate(unit_groups):
@@ -219,43 +232,86 @@ def _with_vectors(table: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
 
 def embed_units(smk: Any) -> None:
     """Rule embed_units: units and questions → unit_vectors (row order = units order = dense index order) and
-    question_vectors; the one job per dataset that loads the embedding model, so searching needs only FAISS."""
-    shard = shard_of(smk)  # sharded: this job's units and questions only
-    units = read_owned(smk.input.units, UNITS, "unit_id", shard, "units")
-    questions = read_owned(smk.input.questions, QUESTIONS, "qid", shard, None)
+    question_vectors; the one job per dataset that loads the embedding model, so searching needs only FAISS.
+    Streams: a batch of the (owned, when sharded) units is read, embedded and written before the next is read."""
+    shard = shard_of(smk)
     model, cache, batch_size = _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
-    unit_vectors = embed_texts(unit_texts(units, smk.params.title), model, cache, batch_size)
-    question_vectors = embed_texts(questions["text"].to_list(), model, cache, batch_size)
-    write_table(_with_vectors(units.select("unit_id", "group_id"), unit_vectors), smk.output.vectors, UNIT_VECTORS)
-    write_table(_with_vectors(questions.select("qid"), question_vectors), smk.output.questions, QUESTION_VECTORS)
+    for path, contract, column, what, texts, output, written in (
+        (smk.input.units, UNITS, "unit_id", "units", lambda rows: unit_texts(rows, smk.params.title),
+         smk.output.vectors, UNIT_VECTORS),
+        (smk.input.questions, QUESTIONS, "qid", None, lambda rows: rows["text"].to_list(),
+         smk.output.questions, QUESTION_VECTORS),
+    ):
+        with TableWriter(output, written) as writer:
+            for rows in owned_batches(path, contract, column, shard, what):
+                ids = rows.select([name for name in written.columns if name != "vector"])
+                writer.write(_with_vectors(ids, embed_texts(texts(rows), model, cache, batch_size)))
 
 
 def _vectors(table: pl.DataFrame) -> np.ndarray:
     return _to_matrix(table["vector"], len(table["vector"][0])) if table.height else np.zeros((0, 0), np.float32)
 
 
+def vector_batches(path: str | Path) -> Iterator[np.ndarray]:
+    """The unit vectors of a UNIT_VECTORS table as float32 matrices, one row-group-sized batch at a time."""
+    for batch in table_batches(path, UNIT_VECTORS, columns=["vector"]):
+        if batch.height:
+            yield _vectors(batch)
+
+
+def read_vectors(path: str | Path) -> np.ndarray:
+    """All unit vectors of a UNIT_VECTORS table as one float32 matrix, filled batch by batch (no other copy)."""
+    count = table_rows(path)
+    matrix: np.ndarray | None = None
+    start = 0
+    for batch in vector_batches(path):
+        if matrix is None:
+            matrix = np.empty((count, batch.shape[1]), dtype=np.float32)
+        matrix[start : start + len(batch)] = batch
+        start += len(batch)
+    return matrix if matrix is not None else np.zeros((0, 0), np.float32)
+
+
 def index_dense(smk: Any) -> None:
-    """Rule index_dense: unit_vectors → FAISS index (flat / IVF / HNSW, as configured)."""
+    """Rule index_dense: unit_vectors → FAISS index (flat / IVF / HNSW, as configured). A flat index is filled
+    batch by batch (the job holds the index and one batch); IVF trains on all vectors and HNSW links them in one
+    `add`, as before, so they hold the vectors once besides the index."""
     spec = smk.params.index
     params = {
         "flat": {},
         "ivf": {"nlist": spec["nlist"], "nprobe": spec["nprobe"]},
         "hnsw": {"M": spec["hnsw_m"], "efSearch": spec["ef_search"]},
     }[spec["kind"]]
-    save_index(build_index(_vectors(read_table(smk.input.vectors, UNIT_VECTORS)), spec["kind"], params), Path(smk.output.index))
+    if spec["kind"] == "flat":
+        index = None
+        for batch in vector_batches(smk.input.vectors):
+            if index is None:
+                index = build_index(batch[:0], "flat")
+            index.add(np.ascontiguousarray(batch))
+        if index is None:
+            index = build_index(np.zeros((0, 0), np.float32), "flat")
+    else:
+        index = build_index(read_vectors(smk.input.vectors), spec["kind"], params)
+    save_index(index, Path(smk.output.index))
 
 
 def retrieve_dense(smk: Any) -> None:
-    """Rule retrieve_dense: questions, their vectors, unit vectors (+ the index for global scope) → first-stage RANKING."""
+    """Rule retrieve_dense: questions, their vectors, unit vectors (+ the index for global scope) → first-stage
+    RANKING. Global scope reads the unit ids and the index only: candidates are rescored with their vectors as the
+    index stores them (the very floats of unit_vectors), so the job holds the index, not a second copy of it."""
     questions = read_table(smk.input.questions, QUESTIONS)
-    units = read_table(smk.input.vectors, UNIT_VECTORS)
     embedded = read_table(smk.input.question_vectors, QUESTION_VECTORS)
     if embedded["qid"].to_list() != questions["qid"].to_list():
         raise InputError(f"{smk.input.question_vectors} does not list the questions of {smk.input.questions} in order; rerun embed_units")
     query_vectors = _vectors(embedded)
-    index = load_index(Path(smk.input.index)) if smk.wildcards.scope == "global" else None
+    if smk.wildcards.scope == "global":
+        units = read_table(smk.input.vectors, UNIT_VECTORS, columns=["unit_id"])
+        unit_vectors, unit_groups, index = None, [], load_index(Path(smk.input.index))
+    else:
+        units = read_table(smk.input.vectors, UNIT_VECTORS, columns=["unit_id", "group_id"])
+        unit_vectors, unit_groups, index = read_vectors(smk.input.vectors), units["group_id"].to_list(), None
     ranking, empty = search(
-        questions, query_vectors, units["unit_id"].to_list(), units["group_id"].to_list(), _vectors(units),
+        questions, query_vectors, units["unit_id"].to_list(), unit_groups, unit_vectors,
         index, smk.params.depth, smk.wildcards.scope,
     )
     write_table(ranking, smk.output.ranking, RANKING)
