@@ -15,7 +15,7 @@ rule generate_answers:
         splits=answer_splits,
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
-    threads: 2
+    threads: MODEL_THREADS
     log:
         sharded("generate_answers", "results/logs/generate_answers/{dataset}_{policy}.log"),
     benchmark:
@@ -40,7 +40,7 @@ rule judge_answers:
         splits=config["generation"]["splits"],
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
-    threads: 2
+    threads: MODEL_THREADS
     log:
         sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
     benchmark:

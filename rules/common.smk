@@ -23,6 +23,9 @@ LLM_CACHE = "results/cache/llm"
 MODEL_CACHE = "results/cache/models"
 EMBEDDING_CACHE = "results/cache/embeddings"
 RERANK_CACHE = "results/cache/rerank"
+# Threads of a job that runs a model, an LLM or FAISS (Snakemake lowers it to --cores; the SLURM profile asks for
+# that many CPUs per task). Torch, OpenMP and BLAS get it through core/runtime.limit_threads.
+MODEL_THREADS = 2
 
 
 def remove_partial_files():

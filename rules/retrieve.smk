@@ -33,6 +33,7 @@ rule embed_units:
         embedder=config["models"]["embedder"],
         title=config["retrieval"]["title"],
         cache=EMBEDDING_CACHE,
+    threads: MODEL_THREADS
     log:
         sharded("embed_units", "results/logs/embed_units/{dataset}.log"),
     benchmark:
@@ -50,6 +51,7 @@ rule index_dense:
         index="results/{dataset}/index/dense.faiss",
     params:
         index=config["retrieval"]["dense_index"],
+    threads: MODEL_THREADS
     log:
         "results/logs/index_dense/{dataset}.log",
     benchmark:
@@ -87,6 +89,7 @@ rule retrieve_dense:
         ranking="results/{dataset}/first_stage/dense_{scope}.parquet",
     params:
         depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
+    threads: MODEL_THREADS
     log:
         "results/logs/retrieve_dense/{dataset}_{scope}.log",
     benchmark:
@@ -108,6 +111,7 @@ rule rerank:
         title=config["retrieval"]["title"],
         cache=RERANK_CACHE,
         model_cache=MODEL_CACHE,
+    threads: MODEL_THREADS
     log:
         sharded("rerank", "results/logs/rerank/{dataset}_{reranker}.log"),
     benchmark:

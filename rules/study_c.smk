@@ -24,7 +24,7 @@ if "study_c" in config:
             prompts=prompt_overrides(vocabulary.SYNTHETIC_TEMPLATES),
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
-        threads: 2
+        threads: MODEL_THREADS
         log:
             sharded("study_c_queries", "results/logs/study_c_queries/{dataset}.log"),
         benchmark:
@@ -56,7 +56,7 @@ if "study_c" in config:
             index=directory("results/{dataset}/study_c/colbert_index"),
         params:
             colbert=STUDY_C["colbert"],
-        threads: 2
+        threads: MODEL_THREADS
         log:
             "results/logs/study_c_colbert_index/{dataset}.log",
         benchmark:
@@ -81,7 +81,7 @@ if "study_c" in config:
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
             embedding_cache=EMBEDDING_CACHE,
-        threads: 2
+        threads: MODEL_THREADS
         log:
             sharded("study_c_strategy", "results/logs/study_c_strategy/{dataset}_{strategy}.log"),
         benchmark:
@@ -104,7 +104,7 @@ if "study_c" in config:
             prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
-        threads: 2
+        threads: MODEL_THREADS
         log:
             sharded("study_c_judge", "results/logs/study_c_judge/{dataset}_{strategy}.log"),
         benchmark:
