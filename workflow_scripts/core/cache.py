@@ -22,16 +22,23 @@ def content_key(fingerprint: str, *parts: str) -> str:
 
 
 def read_cache(cache_dir: Path, keys: Iterable[str], contract: Contract) -> pl.DataFrame:
-    """The cached rows whose key is in `keys`, from every shard in `cache_dir` (one row per key)."""
+    """The cached rows whose key is in `keys`, from every shard in `cache_dir` (one row per key: the first shard's,
+    in name order). Only the key column of every shard is read whole; the values are read from the shards that
+    hold a wanted key, only for those keys, so a lookup never loads the whole cache."""
     shards = sorted(Path(cache_dir).glob("*.parquet"))
     if not shards:
         return pl.DataFrame(schema=contract.schema)
+    wanted = pl.Series("key", list(keys), dtype=pl.String).implode()
     try:
+        holding = set(
+            pl.scan_parquet(shards, include_file_paths="shard").select("key", "shard")
+            .filter(pl.col("key").is_in(wanted)).select(pl.col("shard").unique()).collect()["shard"].to_list()
+        )
+        holding_shards = [shard for shard in shards if str(shard) in holding]
         table = (
-            pl.scan_parquet(shards)
-            .join(pl.LazyFrame({"key": list(keys)}, schema={"key": pl.String}), on="key", how="semi")
-            .unique("key", keep="first", maintain_order=True)
-            .collect()
+            pl.scan_parquet(holding_shards).filter(pl.col("key").is_in(wanted))
+            .unique("key", keep="first", maintain_order=True).collect()
+            if holding_shards else pl.DataFrame(schema=contract.schema)
         )
     except (pl.exceptions.PolarsError, OSError) as error:
         raise InputError(
