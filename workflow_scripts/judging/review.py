@@ -299,11 +299,14 @@ def _ppi_columns(estimate: Estimate | None) -> dict[str, object]:
 # ---- rules --------------------------------------------------------------------------------------------------
 
 
-def _evidence(run_path: str | None, units: pl.DataFrame) -> dict[str, list[str]]:
-    """qid → the texts of the units shown with the answer, in rank order (none without a run: closed_book)."""
+def _evidence(run_path: str | None, units_path: str) -> dict[str, list[str]]:
+    """qid → the texts of the units shown with the answer, in rank order (none without a run: closed_book); only
+    those units' texts are read."""
     if run_path is None:
         return {}
-    run = read_table(run_path, RUNS).join(units.select("unit_id", "text"), on="unit_id")
+    run = read_table(run_path, RUNS)
+    units = read_table(units_path, UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "text"])
+    run = run.join(units, on="unit_id")
     shown = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
     return dict(zip(shown["qid"].to_list(), shown["text"].to_list()))
 
@@ -313,10 +316,9 @@ def judged_items(smk: Any, judge: str) -> pl.DataFrame:
     contract, labels, _ = JUDGES[judge]
     questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
                                                                   pl.col("answers").alias("references"))
-    units = read_table(smk.input.units, UNITS)
     tables = []
     for policy, judged, answers in zip(smk.params.policies, getattr(smk.input, judge), smk.input.answers):
-        shown = _evidence(smk.params.runs[policy], units)
+        shown = _evidence(smk.params.runs[policy], smk.input.units)
         table = (
             read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels)
             .join(read_table(answers, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),

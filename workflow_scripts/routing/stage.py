@@ -92,7 +92,8 @@ def feature_table(families: list[str], smk: Any) -> pl.DataFrame:
     tables = []
     if "base_arm" in families:
         run = read_table(smk.input.base_run, RUNS)
-        tables.append(feature_sets.keep_features(run, read_table(smk.input.dense, RANKING), read_table(smk.input.units, UNITS)))
+        kinds = read_table(smk.input.units, UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "kind"])
+        tables.append(feature_sets.keep_features(run, read_table(smk.input.dense, RANKING), kinds))
     if "query_only" in families:
         tables.append(feature_sets.query_features(read_table(smk.input.questions, QUESTIONS)))
     if "uncertainty" in families:

@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_json_atomic
-from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, read_table, write_table
+from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, table_batches, table_rows, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.shards import gather, owned, shard_of, shard_paths
 from workflow_scripts.llm import engine as llm
@@ -94,11 +94,11 @@ def synthesize(
 
 
 def queries_rule(smk: Any) -> None:
-    units = read_table(smk.input.units, UNITS)
     skipped_upstream = json.loads(Path(smk.input.report).read_text()).get("counts", {}).get(
         "papers_without_abstract_skipped", 0)
-    sample = reservoir_sample(units.select("unit_id", "title", "text").iter_rows(named=True),
-                              smk.params.papers, smk.params.seed)
+    papers_in_corpus = table_rows(smk.input.units)
+    sample = reservoir_sample((paper for batch in table_batches(smk.input.units, UNITS, columns=["unit_id", "title", "text"])
+                               for paper in batch.iter_rows(named=True)), smk.params.papers, smk.params.seed)
     shard = shard_of(smk)  # sharded: the whole sample is drawn, then this job keeps its own papers
     sample = [paper for paper, mine in zip(sample, owned([paper["unit_id"] for paper in sample], shard, "sampled papers"))
               if mine]
@@ -112,7 +112,7 @@ def queries_rule(smk: Any) -> None:
     failures.update(parse_failures)
     write_table(frame(rows, STUDY_C_QUERIES).sort("qid"), smk.output.queries, STUDY_C_QUERIES)
     report = {
-        "papers_in_corpus": units.height, "papers_without_abstract_in_source": skipped_upstream,
+        "papers_in_corpus": papers_in_corpus, "papers_without_abstract_in_source": skipped_upstream,
         "papers_sampled": len(sample), "papers_succeeded": len(rows) // len(QUERY_TYPES),
         "queries": len(rows), "failures": {cause: failures[cause] for cause in CAUSES},
         "replies_used": dict(sorted(obtained.items())),
