@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from workflow_scripts.core.contracts import (
     Contract,
     TableWriter,
     frame,
+    open_parquet,
     read_table,
     table_batches,
     table_rows,
@@ -134,8 +135,6 @@ def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, refe
     shard (a shard job writes its items in input order), and the rows are merged by the shard each reference id
     hashes to, one batch at a time, so the job holds a batch of rows whatever the table's size. Shards that do not
     hold exactly the reference's ids in its order (a stale shard) stop the gather, naming the first mismatch."""
-    import pyarrow.parquet as pq
-
     readers = [table_batches(path, contract) for path in parts]
     buffers = [frame([], contract) for _ in parts]
 
@@ -150,7 +149,7 @@ def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, refe
         return taken
 
     with TableWriter(output, contract) as writer:
-        for batch in pq.ParquetFile(reference).iter_batches(batch_size=GROUP_ROWS, columns=[column]):
+        for batch in open_parquet(reference).iter_batches(batch_size=GROUP_ROWS, columns=[column]):
             ids = batch.column(0).to_pylist()
             owners = np.fromiter((bucket(item, len(parts)) for item in ids), dtype=np.int64, count=len(ids))
             pieces = [take(shard, int((owners == shard).sum())) for shard in range(len(parts))]

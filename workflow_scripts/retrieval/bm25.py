@@ -71,7 +71,16 @@ from typing import IO, Any
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_folder, write_json_atomic
-from workflow_scripts.core.contracts import QUESTIONS, RANKING, UNITS, ContractError, conform, read_table, write_table
+from workflow_scripts.core.contracts import (
+    QUESTIONS,
+    RANKING,
+    UNITS,
+    ContractError,
+    conform,
+    read_table,
+    table_batches,
+    write_table,
+)
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import SCOPES
@@ -166,13 +175,7 @@ def _unit_batches(units: pl.DataFrame | Path) -> Iterator[pl.DataFrame]:
     if isinstance(units, pl.DataFrame):
         yield from conform(units, UNITS).iter_slices(RUN)
         return
-    if not Path(units).exists():
-        read_table(units, UNITS)  # the contract's own error for a missing file
-    import pyarrow.parquet as pq
-
-    # buffered reads: pyarrow decodes a row group page by page instead of loading its column chunks whole
-    for batch in pq.ParquetFile(units, buffer_size=1 << 20, pre_buffer=False).iter_batches(batch_size=RUN):
-        yield conform(pl.from_arrow(batch), UNITS)
+    yield from table_batches(units, UNITS, rows=RUN)
 
 
 class Documents:
