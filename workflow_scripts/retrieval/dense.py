@@ -275,7 +275,7 @@ def read_vectors(path: str | Path) -> np.ndarray:
 def index_dense(smk: Any) -> None:
     """Rule index_dense: unit_vectors → FAISS index (flat / IVF / HNSW, as configured). A flat index is filled
     batch by batch (the job holds the index and one batch); IVF trains on all vectors and HNSW links them in one
-    `add`, as before, so they hold the vectors once besides the index."""
+    `add`, as before, so those two hold the vectors once besides the index."""
     spec = smk.params.index
     params = {
         "flat": {},
@@ -287,6 +287,10 @@ def index_dense(smk: Any) -> None:
         for batch in vector_batches(smk.input.vectors):
             if index is None:
                 index = build_index(batch[:0], "flat")
+                # the storage allocated once for every vector (grown, then emptied: a std::vector keeps its
+                # capacity), so no `add` reallocates it, which would hold the old and the new storage at once
+                index.codes.resize(table_rows(smk.input.vectors) * index.code_size)
+                index.codes.resize(0)
             index.add(np.ascontiguousarray(batch))
         if index is None:
             index = build_index(np.zeros((0, 0), np.float32), "flat")
