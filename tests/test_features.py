@@ -121,6 +121,9 @@ def test_uncertainty_and_probe_features():
                             "bm25_mean_top5"]
     with pytest.raises(InputError, match="different queries"):
         combine([uncertainty, scores.head(1)])
+    # a query the probe found nothing for (no ranking rows) scores zero, as BM25 scores a unit matching no term
+    every = conform(probe_features(probe, ["b", "c", "a"]), PROBE_FEATURES)
+    assert every.rows() == [("a", 12.0, 3.0, 8.0), ("b", 3.0, 0.0, 3.0), ("c", 0.0, 0.0, 0.0)]
 
 
 def test_every_feature_has_a_cost_family():

@@ -14,7 +14,8 @@ In / out, per family (each feature's family is what a router must pay before it 
   no-retrieval answer's token-logprob summary, i.e. the closed_book GENERATIONS table (request_id = qid,
   mean_entropy, min_token_prob, sequence_logprob) → UNCERTAINTY_FEATURES (unc_entropy, unc_min_prob,
   unc_seq_logprob).
-- retrieval_score: `probe_features(probe)` from a probe BM25 ranking (qid, unit_id, rank, score) → PROBE_FEATURES.
+- retrieval_score: `probe_features(probe, qids)` from a probe BM25 ranking (qid, unit_id, rank, score) →
+  PROBE_FEATURES (zeros for a query with no hit).
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
 The four tables' contracts and the feature catalogue (names, FEATURE_FAMILY) are declared in `contracts.py`.
 
@@ -164,10 +165,16 @@ def uncertainty_features(answers: pl.DataFrame) -> pl.DataFrame:
     ).sort("qid")
 
 
-def probe_features(probe: pl.DataFrame) -> pl.DataFrame:
-    """Scores of a probe BM25 ranking per query (qid, unit_id, rank, score): top-1, gap 1–2, mean of top 5."""
+def probe_features(probe: pl.DataFrame, qids: Sequence[str] | None = None) -> pl.DataFrame:
+    """Scores of a probe BM25 ranking per query (qid, unit_id, rank, score): top-1, gap 1–2, mean of top 5. With
+    `qids`, every one of them gets a row: a query the probe found nothing for (no term of it in the searched units,
+    so no ranking rows) has all three 0.0, the BM25 score of a unit that matches no query term."""
     _require(probe, ["qid", "rank", "score"], "probe features")
-    return _score_summary(probe, PROBE_FEATURE_NAMES).sort("qid")
+    scores = _score_summary(probe, PROBE_FEATURE_NAMES)
+    if qids is not None:
+        scores = (pl.DataFrame({"qid": list(qids)}, schema={"qid": pl.String}).unique()
+                  .join(scores, on="qid", how="left").fill_null(0.0))
+    return scores.sort("qid")
 
 
 def combine(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:

@@ -99,7 +99,7 @@ def feature_table(families: list[str], smk: Any) -> pl.DataFrame:
     if "uncertainty" in families:
         tables.append(feature_sets.uncertainty_features(read_table(smk.input.closed_book, GENERATIONS)))
     if "retrieval_score" in families:
-        tables.append(feature_sets.probe_features(read_table(smk.input.probe, RANKING)))
+        tables.append(feature_sets.probe_features(read_table(smk.input.probe, RANKING), labelled.explode().to_list()))
     return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
 
 
