@@ -339,6 +339,7 @@ def main() -> None:
                   f"{growth:,.0f} | {ratio:.2f} |")
     (args.work / f"bench_memory_{args.stages.replace(',', '+')}.json").write_text(json.dumps(
         {"sizes": sizes, "queries": args.queries, "threads": args.threads, "measured": measured, "rows": rows,
+         "commits": {commit: "worktree" if code == PROJECT else code.name for commit, code in codes.items()},
          "load": os.getloadavg()}, indent=2))
 
 
