@@ -168,7 +168,7 @@ def test_changing_a_price_reruns_only_cost_and_report_jobs(finished_run):
 @pytest.mark.integration
 def test_changing_the_budget_grid_reruns_only_frontier_and_report_jobs(finished_run):
     (finished_run / "grid.yaml").write_text(yaml.safe_dump({"budgets": {"grid": [0.25, 0.5]}}))
-    assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {"all": 1, "route_frontiers": 1, **REPORT_JOBS}
+    assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {"all": 1, "route_frontiers": 2, **REPORT_JOBS}
 
 
 @pytest.mark.slow

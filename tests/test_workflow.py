@@ -11,7 +11,9 @@ from workflow_helpers import make_workdir, planned_jobs, snakemake
 from workflow_scripts.core.contracts import CONTRACTS, read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
-ROUTING_JOBS = {"route_labels": 1, "route_features": 1, "route_fit": 1, "route_heldout": 1, "route_frontiers": 1}
+PAIRS = 2  # keep_vs_hybrid, dense_vs_rrf (config.yaml)
+ROUTING_JOBS = {"route_labels": PAIRS, "route_features": PAIRS, "route_fit": PAIRS, "route_heldout": PAIRS,
+                "route_frontiers": PAIRS}
 ANSWER_JOBS = {"generate_answers": 2, "judge_answers": 2, "answer_summary": 1, "review_export": 1}
 # rules/report.smk: the cost ledger reads every stage's outputs and benchmarks; the rest reads routing and prices
 REPORT_JOBS = {"cost_ledger": 1, "route_costs": 1, "report_figures": 1, "summary": 1}
@@ -55,10 +57,16 @@ def test_demo_produces_runs_and_metrics_for_every_arm(finished_run):
     assert len(summary) == 1 + 5 * 4  # 5 arms × (dev, calibration, heldout, all)
 
 
-def test_demo_routes_keep_versus_hybrid_end_to_end(finished_run):
-    routing = finished_run / "results" / "demo" / "routing" / "keep_vs_hybrid"
+@pytest.mark.parametrize("pair, features", [
+    ("keep_vs_hybrid", ["top1_cos", "caption_share"]),  # Study A's six Keep features
+    ("dense_vs_rrf", ["q_tokens", "bm25_top1"]),  # the question's words and a BM25 probe (every question scored)
+])
+def test_demo_routes_each_pair_end_to_end(finished_run, pair, features):
+    routing = finished_run / "results" / "demo" / "routing" / pair
     for router in ("ridge", "random", "always", "never"):
         assert (routing / "frozen" / f"{router}.json").read_text().startswith("{")
+    table = pl.read_parquet(routing / "features.parquet")
+    assert set(features) <= set(table.columns) and table.height == pl.read_parquet(routing / "labels.parquet").height
     policies = pl.read_csv(routing / "policies.csv")
     assert policies["router"].to_list() == ["ridge", "random", "always", "never"]
     frontiers = pl.read_parquet(routing / "frontiers.parquet")
@@ -112,7 +120,7 @@ def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
 def test_changing_the_budget_grid_reruns_only_frontiers(finished_run):
     (finished_run / "grid.yaml").write_text(yaml.safe_dump({"budgets": {"grid": [0.25, 0.5]}}))
     assert planned_jobs(finished_run, "--configfile", "grid.yaml") == {
-        "all": 1, "route_frontiers": 1, "route_costs": 1, "report_figures": 1, "summary": 1
+        "all": 1, "route_frontiers": PAIRS, "route_costs": 1, "report_figures": 1, "summary": 1
     }
 
 
