@@ -29,7 +29,8 @@ merges the runs in unit_id order into Anserini's input and the streaming `units_
 fixed heap (`lucene.JVM_HEAP`); more segments are flushed than with Anserini's 4 GB default buffer, which changes
 no score (BM25 statistics are index-wide) and no rank (ties break by unit_id).
 The build writes into a temporary folder beside `index_dir` and renames it into place at the end: a killed build
-never leaves a half index at `index_dir` (only hidden `.<name>.*.partial` and `.<name>.*.runs` folders beside it).
+never leaves a half index at `index_dir` (only hidden `.<name>.*.partial` and `.<name>.*.runs.partial` folders
+beside it, which the next run removes).
 `manifest.json` records the settings that define the index (`index_settings` = `engine_settings` + the units' count
 and hash); `check_index` compares them with what the caller expects (either of the two, or any subset).
 
@@ -70,7 +71,7 @@ from typing import IO, Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import atomic_folder, write_json_atomic
+from workflow_scripts.core.atomic import PARTIAL_SUFFIX, atomic_folder, write_json_atomic
 from workflow_scripts.core.contracts import (
     QUESTIONS,
     RANKING,
@@ -272,7 +273,10 @@ def build_index(
     started = time.monotonic()
     index_dir = Path(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.", suffix=".runs", dir=index_dir.parent) as scratch:
+    # the sorted runs' scratch folder is named like an atomic write's partial, so the one a killed build leaves is
+    # removed by the next run (atomic.remove_partials, the Snakefile's onstart)
+    with tempfile.TemporaryDirectory(prefix=f".{index_dir.name}.", suffix=f".runs{PARTIAL_SUFFIX}",
+                                     dir=index_dir.parent) as scratch:
         docs = Documents(units, title, Path(scratch))
         engine = engine_settings()
         digest = hashlib.sha256()
