@@ -38,24 +38,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-PROJECT = Path(__file__).resolve().parent.parent
-SEED = 20261202
-DIM = 384
+from bench_scale import DIM, PROJECT, SEED, Named, label, parse_size, peak_rss_mib  # (one definition of each)
+
 BLOCK = 4096
 VOCABULARY = 20_000
 SHARDS = 4
 STAGES = ("idle", "embed_units", "embed_units_gather", "index_dense_flat", "retrieve_dense_flat", "index_bm25",
           "retrieve_bm25")
-
-
-def label(size: int) -> str:
-    return f"{size // 1000}k" if size < 1_000_000 else f"{size / 1e6:g}M"
-
-
-def parse_size(text: str) -> int:
-    text = text.strip().lower()
-    factor = {"k": 1_000, "m": 1_000_000}.get(text[-1], 1)
-    return int(float(text.rstrip("km")) * factor)
 
 
 def vectors(start: int, stop: int) -> Any:
@@ -87,14 +76,6 @@ class Encoder:
     def encode(self, texts: list[str], **_: Any) -> Any:
         start, self.position = self.position, self.position + len(texts)
         return vectors(start, self.position)
-
-
-class Named(dict):
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
 
 def job(rule: str, threads: int, input: dict, output: dict, params: dict | None = None,
@@ -237,13 +218,6 @@ def check_embedded(work: Path, size: int) -> None:
                  for table in (written, expected)]
         if not same_ids or not np.allclose(*first, atol=1e-6):
             sys.exit(f"embed_units wrote other {name} than the stand-in's ({size} units)")
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def snapshot(work: Path, commit: str) -> Path:
