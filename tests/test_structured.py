@@ -49,6 +49,8 @@ STEPS = [
     _request("subqueries", "subqueries", {"question": "How do transformers handle long context?", "n": "3"}),
     _request("rerank", "rerank_listwise", {"question": "Which paper studies topic 3?", "n": "10"}, PAPERS),
     _request("tool", "tool_call", {"question": "Which papers study graph Laplacian solvers?"}),
+    _request("question", "generated_question", {"title": "Fast Laplacian solvers", "section": "Introduction",
+                                                "kind": "paragraph", "text": ABSTRACT}),
 ]
 
 
@@ -77,7 +79,9 @@ def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_
     replies = {row["request_id"]: json.loads(row["text"]) for row in table.iter_rows(named=True)}
     assert sorted(replies["rerank"]) == list(range(1, 11)), "a permutation: each candidate exactly once"
     assert len(replies["subqueries"]) == 3 and set(replies["tool"]) in ({"search"}, {"answer"})
-    assert set(replies["judge_c"]) == {"is_answer", *STUDY_C_METRICS}
+    # properties come in the order the schema declares them (is_answer decided before the scores)
+    assert list(replies["judge_c"]) == ["is_answer", *STUDY_C_METRICS]
+    assert list(replies["question"]) == ["question", "answer"] and list(replies["judge_a"])[0] == "abstained"
     assert len(smollm2.backend.grammars.compiled) == len(STEPS), "one grammar per (tokenizer, constraint)"
     again = llm.generate(STEPS, smollm2, tmp_path)
     assert set(again["source"]) == {"cache"} and again["text"].to_list() == table["text"].to_list()
@@ -136,6 +140,13 @@ def test_a_constraint_that_cannot_be_compiled_names_its_template(smollm2):
 
 
 # ---- budgets, keys, overrides (no model) -------------------------------------------------------------------
+
+
+def test_the_schema_keeps_the_declared_property_order():
+    """Engines decode properties in the schema's order: a sorted schema would put a judge's scores first."""
+    constraint = Constraint.of("t", constraints.record(zeta=constraints.bounded_text(3), alpha={"type": "boolean"}))
+    assert list(constraint.schema["properties"]) == ["zeta", "alpha"] == constraint.schema["required"]
+    assert list(JUDGE_C_REPLY.schema["anyOf"][0]["properties"]) == ["is_answer", *STUDY_C_METRICS]
 
 
 def test_token_budgets_bound_the_longest_reply():

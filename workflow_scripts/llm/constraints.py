@@ -44,8 +44,10 @@ SEPARATOR_BYTES = 2  # ", " between items, ": " after a key
 
 @dataclass(frozen=True)
 class Constraint:
-    """A reply constraint: `template` names the step, `schema_json` is the canonical JSON Schema, `grammar` an
-    exact EBNF grammar when the schema alone is not exact for the engines (else None)."""
+    """A reply constraint: `template` names the step, `schema_json` is the JSON Schema as declared, compact, with
+    its keys in declaration order (the engines decode an object's properties in the order the schema lists them,
+    so sorting the keys would reorder the reply: a judge's is_answer after its scores), `grammar` an exact EBNF
+    grammar when the schema alone is not exact for the engines (else None)."""
 
     template: str
     schema_json: str
@@ -57,7 +59,7 @@ class Constraint:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as error:
             raise InputError(f"template {template}: its reply schema is not a valid JSON Schema: {error.message}") from None
-        return cls(template, json.dumps(schema, sort_keys=True, separators=(",", ":")), grammar)
+        return cls(template, json.dumps(schema, separators=(",", ":")), grammar)
 
     @cached_property
     def schema(self) -> dict[str, Any]:
