@@ -1,9 +1,33 @@
-# Stage 1 — ingest: raw dataset files → canonical units / questions / qrels, then grouped splits.
+# Stage 1 — ingest: raw dataset files → canonical units / questions / qrels, then grouped splits. A corpus without
+# questions (unarXive) can have them written by the generator from its units first (`generate_questions`).
+
+
+rule generate_questions:
+    input:
+        unpack(dataset_files),
+    output:
+        questions="results/{dataset}/generated_questions.parquet",
+        report="results/{dataset}/generated_questions_report.json",
+    params:
+        spec=lambda wildcards: config["datasets"][wildcards.dataset],
+        generator=config["models"]["generator"],
+        prompts=prompt_overrides(vocabulary.QUESTION_TEMPLATES),
+        cache=LLM_CACHE,
+        model_cache=MODEL_CACHE,
+    threads: MODEL_THREADS
+    log:
+        "results/logs/generate_questions/{dataset}.log",
+    benchmark:
+        "results/benchmarks/generate_questions/{dataset}.tsv"
+    conda:
+        llm_env("generator")
+    script:
+        "../workflow_scripts/ingest/questions.py"
 
 
 rule ingest:
     input:
-        unpack(dataset_files),
+        unpack(ingest_inputs),
     output:
         units="results/{dataset}/units.parquet",
         questions="results/{dataset}/questions.parquet",

@@ -10,6 +10,12 @@ def dataset_files(wildcards):
     return {key: spec[key] for key in adapter_for(wildcards.dataset, spec["format"])[1]}
 
 
+def ingest_inputs(wildcards):
+    """The raw files, and the generated questions of a dataset with `generate_questions`."""
+    generated = {"generated_questions": output_of("generate_questions", "questions", dataset=wildcards.dataset)}
+    return {**dataset_files(wildcards), **(generated if "generate_questions" in config["datasets"][wildcards.dataset] else {})}
+
+
 def ingest_targets(dataset):
     return [output_of("ingest", key, dataset=dataset) for key in ("units", "questions", "qrels", "report")] + [
         output_of("splits", "splits", dataset=dataset)

@@ -113,6 +113,20 @@ QRELS = Contract(
     key=("qid", "unit_id"),
 )
 
+GENERATED_QUESTIONS = Contract(
+    name="generated_questions",
+    columns={
+        "qid": Column(pl.String(), doc="<source unit id>:q"),
+        "group_id": Column(pl.String(), doc="the paper the source unit belongs to"),
+        "source_unit_id": Column(pl.String(), doc="the unit the question was written from: its gold evidence"),
+        "source_kind": Column(pl.String(), doc="the source unit's kind (paragraph | caption | …)"),
+        "text": Column(pl.String(), doc="the generated question (never empty)"),
+        "answer": Column(pl.String(), doc="the generator's short answer from the source unit: the reference answer"),
+    },
+    key=("qid",),
+    enums={"source_kind": UNIT_KINDS},
+)
+
 SPLITS = Contract(
     name="splits",
     columns={

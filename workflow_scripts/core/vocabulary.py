@@ -44,6 +44,7 @@ REASK_TEMPLATE = "reask"  # a judge's follow-up turn when a free-text reply did 
 ANSWER_TEMPLATES = {CLOSED_BOOK: ("answer_closed_book",), "retrieval": ("answer_rag",)}
 JUDGE_TEMPLATES = tuple(f"judge_{judge}" for judge in JUDGES) + (REASK_TEMPLATE,)
 SYNTHETIC_TEMPLATES = ("synthetic_queries",)
+QUESTION_TEMPLATES = ("generated_question",)  # questions written from a unit (ingest/questions.py)
 
 # --- Study C's six strategies (study_c/strategies.py), classic first (the paired baseline), and what each reads:
 # its templates and its `study_c` settings

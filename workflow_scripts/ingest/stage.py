@@ -1,6 +1,8 @@
 """Ingest stage: one dataset's raw files → the canonical `units`, `questions` and `qrels` tables.
 
-In:  a dataset's config entry (`format` and the format's file keys), read by the adapter for that format.
+In:  a dataset's config entry (`format` and the format's file keys), read by the adapter for that format; for a
+     dataset with `generate_questions`, the questions the generator wrote from its units (ingest/questions.py),
+     which become its questions and qrels.
 Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contracts`) and `ingest_report.json`
      (what was read, dropped, flagged, and the adapter's `notes` on counts its format makes expected), all
      written atomically.
@@ -38,7 +40,17 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_file, write_json_atomic
-from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS, ContractError, conform, frame, write_table
+from workflow_scripts.core.contracts import (
+    GENERATED_QUESTIONS,
+    QRELS,
+    QUESTIONS,
+    UNITS,
+    ContractError,
+    conform,
+    frame,
+    read_table,
+    write_table,
+)
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.ingest.adapters import Ingested, Units
@@ -155,9 +167,24 @@ class UnitBatches:
         conform(ids.to_frame(), UNIT_IDS)
 
 
-def build(dataset: str, spec: Mapping[str, Any], sink: MemorySink | ParquetSink) -> Tables:
+def generated_tables(dataset: str, generated: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The questions and qrels of GENERATED_QUESTIONS rows (ingest/questions.py): the question's reference answer
+    is the generator's answer, its gold evidence (relevance 1) the unit it was written from."""
+    questions = generated.select(
+        pl.lit(dataset).alias("dataset"), "qid", "group_id", "text", pl.col("source_kind").alias("query_type"),
+        pl.concat_list("answer").alias("answers"), pl.concat_list("source_unit_id").alias("gold_unit_ids"),
+        pl.lit([], dtype=pl.List(pl.String())).alias("unaligned_evidence"),
+        pl.lit(None, dtype=pl.String()).alias("meta"),
+    )
+    qrels = generated.select("qid", pl.col("source_unit_id").alias("unit_id"), pl.lit(1, dtype=pl.Int32).alias("relevance"))
+    return conform(questions, QUESTIONS), conform(qrels, QRELS)
+
+
+def build(
+    dataset: str, spec: Mapping[str, Any], sink: MemorySink | ParquetSink, generated: pl.DataFrame | None = None
+) -> Tables:
     """Stream `dataset` through its format's adapter into `sink` in batches and apply the shared clean-up and
-    contract checks."""
+    contract checks; with `generated` (a dataset with `generate_questions`), its questions and qrels are those."""
     streamer = stream_for(dataset, spec.get("format", ""))
     batches = UnitBatches(dataset, sink)
     try:
@@ -178,6 +205,9 @@ def build(dataset: str, spec: Mapping[str, Any], sink: MemorySink | ParquetSink)
         questions = frame(({**row, "dataset": dataset} for row in rest.questions), QUESTIONS)
         qrels = frame(rest.qrels, QRELS)
         counts = dict(rest.counts)
+        if generated is not None:
+            questions, qrels = generated_tables(dataset, generated)
+            counts["questions_generated"] = questions.height
         counts["units_empty_dropped"] = batches.empty
         judged = qrels["unit_id"].unique().implode()
         known = written.select("unit_id").filter(pl.col("unit_id").is_in(judged)).collect(engine="streaming")
@@ -218,8 +248,14 @@ def check_usable(dataset: str, spec: Mapping[str, Any], tables: Tables | Ingeste
     where = f"datasets.{dataset} ({spec['format']}: {files})"
     if tables.units.lazy().select(pl.len()).collect(engine="streaming").item() == 0:
         raise InputError(f"{where}: no units with text: the corpus is empty (or every document's text is blank)")
+    if tables.questions.is_empty() and "generate_questions" in spec:
+        raise InputError(f"datasets.{dataset}.generate_questions: the generator kept no question (the failures by "
+                         f"cause are in the report of its generate_questions job)")
     if tables.questions.is_empty() and spec["format"] not in CORPUS_ONLY:
         raise InputError(f"{where}: no questions: the question / query file holds no records")
+    if "generate_questions" in spec and tables.counts.get("qrels_unknown_units"):
+        raise InputError(f"{where}: {tables.counts['qrels_unknown_units']} generated questions name a unit ingest "
+                         f"did not write: the generated questions are stale; delete them and rerun")
     problems = [
         f"{column} {', '.join(examples)}"
         for table, column in ((tables.units, "unit_id"), (tables.questions, "qid"), (tables.qrels, "qid"),
@@ -264,14 +300,18 @@ def log_warnings(dataset: str, counts: Mapping[str, int], notes: Mapping[str, st
             log.warning("%s: %s = %d", dataset, key, counts[key])
 
 
-def ingest_dataset(dataset: str, spec: Mapping[str, Any], outputs: Mapping[str, str]) -> dict[str, Any]:
+def ingest_dataset(
+    dataset: str, spec: Mapping[str, Any], outputs: Mapping[str, str], generated: str | None = None
+) -> dict[str, Any]:
     """Stream `dataset` into the paths named in `outputs` (keys units/questions/qrels/report): the units in
     batches into the atomic temporary file of `units.parquet` (moved into place once every check passed), then
-    the questions, the qrels and the report. Returns the report."""
+    the questions, the qrels and the report. `generated`: the dataset's GENERATED_QUESTIONS file, if it has one.
+    Returns the report."""
+    questions = read_table(generated, GENERATED_QUESTIONS) if generated else None
     with atomic_file(outputs["units"]) as temporary:
         sink = ParquetSink(temporary)
         try:
-            tables = build(dataset, spec, sink)
+            tables = build(dataset, spec, sink, questions)
             summary = report(tables)  # reads the written units before the file moves into place
         finally:
             sink.close()
@@ -284,7 +324,7 @@ def ingest_dataset(dataset: str, spec: Mapping[str, Any], outputs: Mapping[str, 
 
 def main(smk: Any) -> None:
     dataset = smk.wildcards.dataset
-    summary = ingest_dataset(dataset, smk.params.spec, dict(smk.output.items()))
+    summary = ingest_dataset(dataset, smk.params.spec, dict(smk.output.items()), smk.input.get("generated_questions"))
     log.info("%s: %s", dataset, json.dumps(summary))
 
 

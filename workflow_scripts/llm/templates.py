@@ -11,8 +11,9 @@ written `{{` and `}}`.
 
 Defaults follow the studies: `answer_rag` is Study C's grounding instruction (answer only from the retrieved
 papers, no outside knowledge, say when the evidence is insufficient); `rephrase`, `subqueries`,
-`rerank_listwise`, `tool_call`/`tool_answer` and `synthetic_queries` are Study C's LLM steps; `judge_study_c`
-and `judge_study_a` are the two judges (parsed in `judging/judges.py`); `reask` is the follow-up turn sent after an
+`rerank_listwise`, `tool_call`/`tool_answer` and `synthetic_queries` are Study C's LLM steps; `generated_question`
+writes a question and its answer from one unit of a paper (Study A on a corpus without questions, ingest/questions.py,
+with one made-up worked example as a previous turn); `judge_study_c` and `judge_study_a` are the two judges (parsed in `judging/judges.py`); `reask` is the follow-up turn sent after an
 unusable judge reply.
 
 Reply constraints are declared next to the templates (below DEFAULTS): the two judges, synthetic queries, sub-queries
@@ -21,6 +22,7 @@ with a query, or a direct answer) are decoded under their JSON Schema on every b
 (answers, rephrase, the tool's final answer) are not constrained.
 """
 
+import json
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +66,10 @@ def placeholders(text: str, where: str) -> list[str]:
         raise InputError(f"{where}: placeholders must be plain names like {{question}}, got {bad}")
     return names
 
+
+def literal(text: str) -> str:
+    """`text` as a format string that renders to itself (its braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 ANSWER_SYSTEM = (
@@ -122,6 +128,22 @@ SYNTHETIC_USER = (
     "Each query is one or two lines of natural language and must not repeat the paper title verbatim. Reply with "
     'only a JSON object: {{"problem": "...", "method": "..."}}'
 )
+QUESTION_USER = (
+    "Paper: {title}\nSection: {section}\nText ({kind}): {text}\n\nWrite one question that this {kind} answers and its short "
+    "answer, taken from the {kind}. The question must make sense to a reader of the paper who has not seen the "
+    "{kind}: name the method, dataset, result or quantity it asks about, never \"this paragraph\". Reply with only "
+    'a JSON object: {{"question": "...", "answer": "..."}}'
+)
+QUESTION_EXAMPLE_FIELDS = {  # the worked example shown before every request (made up for this prompt)
+    "title": "Sparse attention for long documents", "section": "Experiments", "kind": "paragraph",
+    "text": "We evaluate on the arXiv summarization benchmark. With a window of 512 tokens our model reaches a "
+            "ROUGE-L of 41.2, 3.1 points above the dense baseline, while using 38% less memory.",
+}
+QUESTION_EXAMPLE = {  # its reply
+    "question": "How much memory does sparse attention with a 512-token window save over the dense baseline on arXiv "
+                "summarization?",
+    "answer": "38% less memory",
+}
 REASK_USER = (
     "Your reply could not be used: {reason}. Reply again with only the JSON object in the requested format."
 )
@@ -129,6 +151,8 @@ REASK_USER = (
 # ---- reply constraints of the structured steps (constraints.py), one per template that asks for JSON ----------
 
 SYNTHETIC_QUERY_CHARS = 300  # "one or two lines of natural language"
+QUESTION_CHARS = 200  # one question about one unit
+QUESTION_ANSWER_CHARS = 120  # a short answer: a name, a number, a phrase
 SUBQUERY_CHARS = 200
 TOOL_QUERY_CHARS = 200
 TOOL_ANSWER_CHARS = 600
@@ -142,6 +166,9 @@ JUDGE_A_REPLY = Constraint.of("judge_study_a", {"anyOf": [
 ]})
 SYNTHETIC_REPLY = Constraint.of(
     "synthetic_queries", record(problem=bounded_text(SYNTHETIC_QUERY_CHARS), method=bounded_text(SYNTHETIC_QUERY_CHARS))
+)
+QUESTION_REPLY = Constraint.of(
+    "generated_question", record(question=bounded_text(QUESTION_CHARS), answer=bounded_text(QUESTION_ANSWER_CHARS))
 )
 TOOL_CALL_REPLY = Constraint.of("tool_call", {"anyOf": [
     record(search=bounded_text(TOOL_QUERY_CHARS)), record(answer=bounded_text(TOOL_ANSWER_CHARS)),
@@ -192,6 +219,12 @@ DEFAULTS: dict[str, Template] = {
             ("system", "You write search queries that would retrieve a given scientific paper."),
             ("user", SYNTHETIC_USER),
         ), constraint=lambda fields: SYNTHETIC_REPLY),
+        Template("generated_question", (
+            ("system", "You write reading-comprehension questions about scientific papers. Reply with one JSON object only."),
+            ("user", literal(QUESTION_USER.format(**QUESTION_EXAMPLE_FIELDS))),
+            ("assistant", literal(json.dumps(QUESTION_EXAMPLE))),
+            ("user", QUESTION_USER),
+        ), constraint=lambda fields: QUESTION_REPLY),
         Template("judge_study_c", (
             ("system", "You are an impartial judge of answers to research questions."), ("user", JUDGE_C_USER),
         ), constraint=lambda fields: JUDGE_C_REPLY),

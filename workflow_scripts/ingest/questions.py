@@ -1,0 +1,152 @@
+"""Generated questions: per-paper questions written by the generator from sampled units (Study A on a corpus
+without questions, e.g. unarXive full texts).
+
+In:  a dataset's raw files, read through its format's unit stream (`registry.stream_for`, the stream ingest reads:
+     the same unit ids); its `generate_questions` settings (`per_paper`, `kinds`, `min_words`, `seed`); the
+     generator config and the `generated_question` template (with the config's `prompts` override).
+Out: GENERATED_QUESTIONS (qid "<source unit id>:q", group_id = the paper, source_unit_id = the gold evidence,
+     source_kind, text = the question, answer = the reference answer) and a JSON report: papers, papers with no
+     candidate unit, units sampled, questions kept, failures by cause, how the used replies were obtained, and the
+     settings. Ingest turns the table into the dataset's questions (answers [answer], gold_unit_ids [source]) and
+     qrels (source unit, relevance 1).
+
+Sampling: for each paper in stream order, its candidate units are those of `kinds` whose text has at least
+`min_words` words; `per_paper` of them (all, when fewer) are drawn by `random.Random(f"{seed}:{paper}")`, so a
+paper's sample depends only on the seed and the paper, not on the other papers or their order; the sample is kept
+in reading order. One paper's units are held at a time.
+
+The generator sees the paper title, the unit's section and text, and writes one JSON object decoded under its reply
+schema (`templates.QUESTION_REPLY`: question ≤ 200 and answer ≤ 120 characters). A unit is dropped, counted by
+cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds no JSON
+object ("no_json"), the question or answer is missing or blank ("missing_field"), the question copies the unit's
+text ("copies_text": the question is a verbatim piece of the unit of 8 words or more), it is the worked example's
+question ("copies_example"), or the paper already has the same question ("duplicate_question", case-insensitive).
+"""
+
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_json_atomic
+from workflow_scripts.core.contracts import GENERATED_QUESTIONS, frame, write_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.ingest.adapters.registry import stream_for
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.parsing import parse_json, read_reply
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import QUESTION_EXAMPLE
+
+log = logging.getLogger("ragfrontier.questions")
+
+CAUSES = ("request_error", "length", "no_json", "missing_field", "copies_text", "copies_example", "duplicate_question")
+COPY_WORDS = 8  # a question that is a verbatim run of this many words of its unit copies the text
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def sample_units(units: Iterable[Mapping[str, Any]], settings: Mapping[str, Any]) -> Iterator[tuple[str, list, int]]:
+    """(paper, its sampled units in reading order, its candidate count) for each paper of the unit stream."""
+    kinds = set(settings["kinds"])
+    for paper, rows in groupby(units, key=lambda unit: unit["group_id"]):
+        candidates = [{**unit, "text": " ".join(words(unit["text"]))} for unit in rows
+                      if unit["kind"] in kinds and len(words(unit["text"])) >= settings["min_words"]]
+        picked = random.Random(f"{settings['seed']}:{paper}").sample(
+            range(len(candidates)), min(settings["per_paper"], len(candidates)))
+        yield paper, [candidates[index] for index in sorted(picked)], len(candidates)
+
+
+def kind_label(unit: Mapping[str, Any]) -> str:
+    """How the prompt names the unit: "paragraph", "figure caption", "table caption", …"""
+    if unit["kind"] != "caption":
+        return unit["kind"]
+    meta = json.loads(unit.get("meta") or "{}")
+    return f"{meta.get('ref_type', 'figure')} caption"
+
+
+def request(unit: Mapping[str, Any], template: Any) -> llm.Request:
+    return llm.Request(unit["unit_id"], template, {
+        "title": unit.get("title") or "", "section": unit.get("section") or "(none)", "kind": kind_label(unit),
+        "text": unit["text"],
+    })
+
+
+def parse_question(text: str, unit_text: str) -> tuple[dict[str, str] | None, str | None]:
+    """({"question": …, "answer": …}, None) from a reply, or (None, the failure cause)."""
+    reply = parse_json(text, dict)
+    if reply.value is None:
+        return None, "no_json"
+    fields = {}
+    for name in ("question", "answer"):
+        value = reply.value.get(name)
+        if not isinstance(value, str) or not words(value):
+            return None, "missing_field"
+        fields[name] = " ".join(words(value))
+    question = fields["question"].lower()
+    if len(words(question)) >= COPY_WORDS and question.rstrip("?. ") in unit_text.lower():
+        return None, "copies_text"
+    if question == " ".join(words(QUESTION_EXAMPLE["question"])).lower():
+        return None, "copies_example"
+    return fields, None
+
+
+def keep_questions(units: Sequence[Mapping[str, Any]], replies: pl.DataFrame) -> tuple[list[dict], Counter, Counter]:
+    """GENERATED_QUESTIONS rows, failure counts and how the used replies were obtained, from the sampled units and
+    their GENERATIONS rows (same order)."""
+    rows, failures, obtained, seen = [], Counter(), Counter(), set()
+    for unit, reply in zip(units, replies.iter_rows(named=True)):
+        if reply["status"] != "ok":
+            failures["request_error"] += 1
+            continue
+        fields, cause = parse_question(reply["text"], unit["text"])
+        if cause:
+            cut = reply["finish_reason"] == "length" and cause in ("no_json", "missing_field")
+            failures["length" if cut else cause] += 1
+            continue
+        key = (unit["group_id"], fields["question"].lower())
+        if key in seen:
+            failures["duplicate_question"] += 1
+            continue
+        seen.add(key)
+        obtained[read_reply(reply)[1]] += 1
+        rows.append({"qid": f"{unit['unit_id']}:q", "group_id": unit["group_id"], "source_unit_id": unit["unit_id"],
+                     "source_kind": unit["kind"], "text": fields["question"], "answer": fields["answer"]})
+    return rows, failures, obtained
+
+
+def main(smk: Any) -> None:
+    dataset, spec = smk.wildcards.dataset, smk.params.spec
+    settings = spec["generate_questions"]
+    papers, empty, units = 0, [], []
+    for paper, sampled, _ in sample_units(stream_for(dataset, spec["format"])(spec, dataset), settings):
+        papers += 1
+        units += sampled
+        if not sampled:
+            empty.append(paper)
+    template = load_templates(smk.params.prompts)["generated_question"]
+    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
+    replies = llm.generate([request(unit, template) for unit in units], engine, Path(smk.params.cache))
+    rows, failures, obtained = keep_questions(units, replies)
+    write_table(frame(rows, GENERATED_QUESTIONS).sort("qid"), smk.output.questions, GENERATED_QUESTIONS)
+    report = {
+        "papers": papers, "papers_without_candidates": len(empty), "papers_without_candidates_ids": empty[:20],
+        "units_sampled": len(units), "questions": len(rows),
+        "questions_by_kind": dict(sorted(Counter(row["source_kind"] for row in rows).items())),
+        "failures": {cause: failures[cause] for cause in CAUSES}, "replies_used": dict(sorted(obtained.items())),
+        "settings": dict(settings),
+    }
+    write_json_atomic(report, smk.output.report)
+    log.info("%s: %d questions from %d sampled units of %d papers; failures %s", dataset, len(rows), len(units),
+             papers, report["failures"])
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
