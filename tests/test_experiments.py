@@ -10,6 +10,7 @@ from full_recipe_stand_ins import FULL_RECIPES, with_stand_ins
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
 from workflow_scripts.config.validate import validate_config
+from workflow_scripts.ingest.adapters.registry import adapter_for
 
 
 @pytest.fixture()
@@ -58,8 +59,10 @@ def study_workdir(tmp_path, project_root, name):
     """A workdir whose config is experiments/<name>.yaml with its dataset paths made absolute."""
     work = make_workdir(tmp_path)
     config = yaml.safe_load((project_root / "experiments" / f"{name}.yaml").read_text())
-    for spec in config["datasets"].values():
-        spec["path"] = str((project_root / spec["path"]).resolve())
+    for name, spec in config["datasets"].items():
+        for key in adapter_for(name, spec["format"])[1]:
+            if key in spec:
+                spec[key] = str((project_root / spec[key]).resolve())
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     return work
 
@@ -67,12 +70,14 @@ def study_workdir(tmp_path, project_root, name):
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
-def test_study_b_answers_both_policies_per_dataset_and_routes_each(tmp_path, project_root):
+def test_study_b_answers_every_policy_per_dataset_and_routes_each_pool(tmp_path, project_root):
+    """HotpotQA and MuSiQue: closed book, candidates and global pool (3 answer tables, 4 pairs each); 2Wiki has only
+    its open corpus: closed book and global pool (2 tables, 2 pairs)."""
     jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b"))
     assert {rule: jobs.get(rule) for rule in ("ingest", "generate_answers", "judge_answers", "route_labels",
                                               "route_features", "route_fit", "route_heldout", "route_frontiers")} == {
-        "ingest": 2, "generate_answers": 4, "judge_answers": None, "route_labels": 4, "route_features": 4,
-        "route_fit": 4, "route_heldout": 4, "route_frontiers": 4}
+        "ingest": 3, "generate_answers": 8, "judge_answers": None, "route_labels": 10, "route_features": 10,
+        "route_fit": 10, "route_heldout": 10, "route_frontiers": 10}
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ def config(project_root, stand_in_checkout):
 
 
 def pair(config):
-    return config["routing"]["pairs"]["closed_vs_bm25"]
+    return config["routing"]["pairs"]["closed_vs_candidates_f1"]
 
 
 def test_study_b_config_validates_with_the_uncertainty_family(config):
@@ -28,13 +28,13 @@ def test_study_b_config_validates_with_the_uncertainty_family(config):
 
 @pytest.mark.parametrize("change, message", [
     (lambda c: pair(c).update(alternative="nope"),
-     r"routing.pairs.closed_vs_bm25.alternative = 'nope' names no arm \(a pair with base closed_book needs a retrieval arm"),
+     r"routing.pairs.closed_vs_candidates_f1.alternative = 'nope' names no arm \(a pair with base closed_book needs a retrieval arm"),
     (lambda c: pair(c).update(measure="Success@5"),
-     r"routing.pairs.closed_vs_bm25.measure = 'Success@5' is not an answer scorer; .* \['em', 'f1', 'contains'\]"),
+     r"routing.pairs.closed_vs_candidates_f1.measure = 'Success@5' is not an answer scorer; .* \['em', 'f1', 'contains'\]"),
     (lambda c: pair(c).update(features=["base_arm"]),
-     r"routing.pairs.closed_vs_bm25.features: 'base_arm' reads the base arm's run, but closed_book retrieves nothing"),
+     r"routing.pairs.closed_vs_candidates_f1.features: 'base_arm' reads the base arm's run, but closed_book retrieves nothing"),
     (lambda c: pair(c).update(f1_threshold=0),
-     r"routing.pairs.closed_vs_bm25.f1_threshold = 0 is not allowed; expected a number > 0"),
+     r"routing.pairs.closed_vs_candidates_f1.f1_threshold = 0 is not allowed; expected a number > 0"),
     (lambda c: c["budgets"].update(grid=[0.5, 1.0]),
      r"budgets.grid.1 = 1.0 is not allowed; expected a number < 1"),
     (lambda c: c["budgets"].update(grid=[0.0]),
@@ -49,7 +49,7 @@ def test_bad_study_b_settings_name_the_key(config, change, message):
 def test_a_router_whose_feature_stage_is_not_configured_names_the_stage(config):
     pair(config)["features"] = ["query_only", "retrieval_score"]
     with pytest.raises(InputError, match=r"routing.routers.entropy: reads a 'uncertainty' feature from the "
-                                         r"closed-book generation stage, which pairs \['closed_vs_bm25'\] do not"):
+                                         r"closed-book generation stage, which pairs \['closed_vs_candidates_f1'\] do not"):
         validate_config(config)
     pair(config)["features"] = ["query_only", "uncertainty"]
     with pytest.raises(InputError, match=r"routing.routers.bm25_top: reads a 'retrieval_score' feature from the "
@@ -67,7 +67,7 @@ def test_uncertainty_on_a_study_a_pair_names_the_missing_closed_book_stage(proje
 
 
 def test_the_probe_needs_a_bm25_first_stage_in_the_retrieval_arms_scope(config):
-    config["arms"]["bm25"]["scope"] = "global"
+    config["arms"]["bm25_candidates"]["scope"] = "global"
     config["arms"]["dense"] = {"first_stage": "dense", "candidates": 5, "keep": 5, "scope": "group"}
     pair(config)["alternative"] = "dense"
     with pytest.raises(InputError, match=r"'retrieval_score' needs the BM25 probe, a BM25 first stage in scope 'group'"):

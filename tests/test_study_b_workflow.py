@@ -1,5 +1,6 @@
-"""Study B end to end on the real Snakefile: 16 HotpotQA questions answered by SmolLM2 with and without their BM25
-paragraphs on every split, labels from the token-F1 scorer, every router, the three frontiers and the audit."""
+"""Study B end to end on the real Snakefile: 16 HotpotQA questions answered by SmolLM2 without retrieval, from their
+own candidate paragraphs' BM25 top 5 and from the global pool's, on every split; labels from the token-F1 scorer
+for both pools, every router, the three frontiers and the audit."""
 
 import json
 
@@ -14,7 +15,10 @@ from workflow_scripts.core.contracts import (
     GENERATIONS,
     LABELS,
     OOF_SCORES,
+    QUESTIONS as QUESTIONS_TABLE,
+    RUNS,
     SPLITS,
+    UNITS,
     conform,
     read_table,
 )
@@ -24,6 +28,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.needs_data]
 QUESTIONS = 16
 ROUTERS = ("ridge", "bur_linear", "bur_gbm", "entropy", "min_confidence", "bm25_top", "random", "always", "never")
 KNOBBED = set(ROUTERS) - {"always", "never"}
+PAIRS = ("closed_vs_candidates_f1", "closed_vs_global_f1")  # one per pool; the "contains" pairs reuse their answers
+PAIR = PAIRS[0]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,10 @@ def finished_run(tmp_path_factory, project_root, shared_data):
     sample.write_text(json.dumps(records))
     config = yaml.safe_load((project_root / "experiments" / "study_b.yaml").read_text())
     config["datasets"] = {"hotpotqa": {"format": "hotpotqa", "path": str(sample)}}
-    config["models"]["generator"]["sampling"] = {"max_new_tokens": 8}
+    config["routing"]["pairs"] = {name: pair for name, pair in config["routing"]["pairs"].items() if name in PAIRS}
+    config["models"]["generator"] = {**config["models"]["generator"], "backend": "transformers", "batch_size": 8,
+                                     "sampling": {"max_new_tokens": 8}}  # 16 prompts a job: below vLLM's break-even
+    config["models"]["generator"].pop("vllm")
     config["routing"]["n_splits"] = 2
     config["routing"]["routers"]["bur_gbm"] = {"kind": "bur_gbm", "min_samples_leaf": 2, "max_iter": 20}
     config["routing"]["bootstrap"] = {"resamples": 200}
@@ -46,24 +55,38 @@ def finished_run(tmp_path_factory, project_root, shared_data):
     return work / "results" / "hotpotqa"
 
 
-def test_both_policies_are_answered_on_every_split(finished_run):
+def test_every_policy_is_answered_on_every_split(finished_run):
     splits = read_table(finished_run / "splits.parquet", SPLITS)
     assert set(splits["split"]) == {"dev", "calibration", "heldout"}
-    for policy in ("closed_book", "bm25"):
+    for policy in ("closed_book", "bm25_candidates", "bm25_global"):
         answers = read_table(finished_run / "answers" / f"{policy}.parquet", GENERATIONS)
         assert sorted(answers["request_id"]) == sorted(splits["qid"]) and set(answers["status"]) == {"ok"}
         assert answers["min_token_prob"].is_between(0, 1).all() and (answers["sequence_logprob"] <= 0).all()
         assert (answers["evidence_in"] == (0 if policy == "closed_book" else 5)).all()
 
 
+def test_the_global_pool_retrieves_across_questions_and_has_its_own_labels(finished_run):
+    """bm25_candidates stays inside each question's paragraphs; bm25_global searches every question's."""
+    units = read_table(finished_run / "units.parquet", UNITS).select("unit_id", "group_id")
+    questions = read_table(finished_run / "questions.parquet", QUESTIONS_TABLE).select("qid", "group_id")
+    for arm, crosses in (("bm25_candidates", False), ("bm25_global", True)):
+        run = read_table(finished_run / "runs" / f"{arm}.parquet", RUNS).join(units, on="unit_id")
+        own = run.join(questions, on="qid", suffix="_question")
+        assert (own["group_id"] != own["group_id_question"]).any() == crosses, arm
+        assert run.group_by("qid").len()["len"].max() == 5
+    utility = pl.read_csv(finished_run / "routing" / PAIRS[1] / "utility.csv")
+    overall = utility.filter(pl.col("split") == "all").row(0, named=True)
+    assert (overall["pair"], overall["n"]) == (PAIRS[1], QUESTIONS)
+
+
 def test_labels_are_retrieval_utilities_and_the_distribution_adds_up(finished_run):
-    routing = finished_run / "routing" / "closed_vs_bm25"
+    routing = finished_run / "routing" / PAIR
     labels = read_table(routing / "labels.parquet", LABELS)
     assert labels.height == QUESTIONS and set(labels["delta"]) <= {-1.0, 0.0, 1.0}
     assert set(labels["outcome"]) <= {"benefit", "harm", "neutral"}
     utility = pl.read_csv(routing / "utility.csv")
     overall = utility.filter(pl.col("split") == "all").row(0, named=True)
-    assert (overall["dataset"], overall["pair"], overall["measure"]) == ("hotpotqa", "closed_vs_bm25", "f1")
+    assert (overall["dataset"], overall["pair"], overall["measure"]) == ("hotpotqa", PAIR, "f1")
     assert overall["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and overall["without_reference"] == 0
     assert overall["n"] == QUESTIONS and overall["gains"] + overall["harms"] + overall["ties"] == QUESTIONS
     assert overall["harm_rate"] == pytest.approx((labels["delta"] < 0).mean())
@@ -72,7 +95,7 @@ def test_labels_are_retrieval_utilities_and_the_distribution_adds_up(finished_ru
 
 
 def test_every_router_is_fitted_frozen_and_reported(finished_run):
-    routing = finished_run / "routing" / "closed_vs_bm25"
+    routing = finished_run / "routing" / PAIR
     features = pl.read_parquet(routing / "features.parquet")
     assert {"unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1", "q_tokens"} <= set(features.columns)
     assert features.height == QUESTIONS
@@ -94,7 +117,7 @@ def test_every_router_is_fitted_frozen_and_reported(finished_run):
 
 
 def test_three_frontiers_and_the_audit_cover_every_budget(finished_run):
-    routing = finished_run / "routing" / "closed_vs_bm25"
+    routing = finished_run / "routing" / PAIR
     grid = yaml.safe_load((finished_run.parents[1] / "config.yaml").read_text())["budgets"]["grid"]
     frontiers = pl.read_parquet(routing / "frontiers.parquet")
     assert set(frontiers["router"]) == KNOBBED
