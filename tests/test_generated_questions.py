@@ -172,7 +172,7 @@ def test_smollm2_writes_questions_that_ingest_and_splits_use(tmp_path, project_r
     snakemake(work, "results/unarxive/splits.parquet")
     results = work / "results" / "unarxive"
     report = json.loads((results / "generated_questions_report.json").read_text())
-    assert report["papers"] == 2 and report["units_sampled"] == 2
+    assert report["papers"] == 2 and report["units_sampled"] == 2 <= report["candidate_units"]
     assert report["questions"] + sum(report["failures"].values()) == 2
     generated = read_table(results / "generated_questions.parquet", GENERATED_QUESTIONS)
     table = read_table(results / "questions.parquet", QUESTIONS)

@@ -6,7 +6,7 @@ In:  a dataset's raw files, read through its format's unit stream (`registry.str
      generator config and the `generated_question` template (with the config's `prompts` override).
 Out: GENERATED_QUESTIONS (qid "<source unit id>:q", group_id = the paper, source_unit_id = the gold evidence,
      source_kind, text = the question, answer = the reference answer) and a JSON report: papers, papers with no
-     candidate unit, units sampled, questions kept, failures by cause, how the used replies were obtained, and the
+     candidate unit, candidate units, units sampled, questions kept, failures by cause, how the used replies were obtained, and the
      settings. Ingest turns the table into the dataset's questions (answers [answer], gold_unit_ids [source]) and
      qrels (source unit, relevance 1).
 
@@ -125,9 +125,10 @@ def keep_questions(units: Sequence[Mapping[str, Any]], replies: pl.DataFrame) ->
 def main(smk: Any) -> None:
     dataset, spec = smk.wildcards.dataset, smk.params.spec
     settings = spec["generate_questions"]
-    papers, empty, units = 0, [], []
-    for paper, sampled, _ in sample_units(stream_for(dataset, spec["format"])(spec, dataset), settings):
+    papers, candidates, empty, units = 0, 0, [], []
+    for paper, sampled, count in sample_units(stream_for(dataset, spec["format"])(spec, dataset), settings):
         papers += 1
+        candidates += count
         units += sampled
         if not sampled:
             empty.append(paper)
@@ -138,7 +139,7 @@ def main(smk: Any) -> None:
     write_table(frame(rows, GENERATED_QUESTIONS).sort("qid"), smk.output.questions, GENERATED_QUESTIONS)
     report = {
         "papers": papers, "papers_without_candidates": len(empty), "papers_without_candidates_ids": empty[:20],
-        "units_sampled": len(units), "questions": len(rows),
+        "candidate_units": candidates, "units_sampled": len(units), "questions": len(rows),
         "questions_by_kind": dict(sorted(Counter(row["source_kind"] for row in rows).items())),
         "failures": {cause: failures[cause] for cause in CAUSES}, "replies_used": dict(sorted(obtained.items())),
         "settings": dict(settings),
