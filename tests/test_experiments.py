@@ -90,6 +90,28 @@ def test_study_a_hotpotqa_routes_keep_versus_hybrid_without_generation(tmp_path,
         "ingest": 1, "rerank": 1, "run_arm": 4, "generate_answers": None, "route_labels": 1, "route_frontiers": 1}
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
+def test_study_a_unarxive_generates_its_questions_before_ingest_and_routes_both_pairs(tmp_path, project_root):
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_a_unarxive"))
+    assert {rule: jobs.get(rule) for rule in ("generate_questions", "ingest", "rerank", "run_arm", "generate_answers",
+                                              "judge_answers", "route_labels", "route_frontiers")} == {
+        "generate_questions": 1, "ingest": 1, "rerank": 1, "run_arm": 5, "generate_answers": 2, "judge_answers": 2,
+        "route_labels": 2, "route_frontiers": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
+def test_study_c_unarxive_runs_the_six_strategies_over_the_abstracts(tmp_path, project_root):
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_c_unarxive"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "study_c_queries", "study_c_strategy", "study_c_judge",
+                                              "study_c_tables", "generate_questions")} == {
+        "ingest": 1, "study_c_queries": 1, "study_c_strategy": 6, "study_c_judge": 6, "study_c_tables": 1,
+        "generate_questions": None}
+
+
 def test_the_vllm_overlay_switches_only_the_backends(project_root, monkeypatch):
     """experiments/overlays/vllm_cpu.yaml layered on config.yaml (Snakemake merges dictionaries key by key)."""
     from snakemake.utils import update_config
