@@ -12,8 +12,10 @@ def dataset_files(wildcards):
 
 def ingest_inputs(wildcards):
     """The raw files, and the generated questions of a dataset with `generate_questions`."""
-    generated = {"generated_questions": output_of("generate_questions", "questions", dataset=wildcards.dataset)}
-    return {**dataset_files(wildcards), **(generated if "generate_questions" in config["datasets"][wildcards.dataset] else {})}
+    inputs = dataset_files(wildcards)
+    if "generate_questions" in config["datasets"][wildcards.dataset]:
+        inputs["generated_questions"] = output_of("generate_questions", "questions", dataset=wildcards.dataset)
+    return inputs
 
 
 def ingest_targets(dataset):
