@@ -20,6 +20,7 @@ from workflow_scripts.core.contracts import GENERATED_QUESTIONS, GENERATIONS, QR
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest import questions
 from workflow_scripts.ingest.stage import ingest_dataset
+from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import QUESTION_EXAMPLE
 
 SETTINGS = {"per_paper": 2, "kinds": ["paragraph", "caption"], "min_words": 3, "seed": 13}
@@ -66,10 +67,22 @@ def test_the_sample_is_per_paper_seeded_in_reading_order_and_respects_kinds_and_
     (json.dumps(QUESTION_EXAMPLE), "copies_example"),
 ])
 def test_parse_question(reply, cause):
-    fields, failure = questions.parse_question(reply, "Here we solve the system with conjugate gradients on the GPU.")
+    examples = load_templates()["generated_question"].example_texts
+    fields, failure = questions.parse_question(reply, "Here we solve the system with conjugate gradients on the GPU.",
+                                               examples)
     assert failure == cause
     if cause is None:
         assert fields == {"question": "Which solver is used?", "answer": "CG"}
+
+
+def test_the_worked_examples_are_read_from_the_templates_assistant_turns(project_root):
+    assert load_templates()["generated_question"].example_texts == {
+        " ".join(QUESTION_EXAMPLE["question"].split()).lower(), QUESTION_EXAMPLE["answer"].lower()}
+    study_c = yaml.safe_load((project_root / "experiments" / "study_c.yaml").read_text())["prompts"]
+    examples = load_templates(study_c)["synthetic_queries"].example_texts
+    assert "how can linear systems in graph laplacians be solved in nearly linear time?" in examples
+    assert load_templates()["synthetic_queries"].example_texts == frozenset()  # the default has no example turn
+    assert load_templates()["tool_answer"].example_texts == frozenset()  # its assistant turn is a placeholder
 
 
 def test_kept_questions_name_their_source_unit_and_the_rest_are_counted_by_cause():

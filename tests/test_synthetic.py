@@ -26,9 +26,11 @@ def test_reservoir_sample_is_seeded_uniform_and_in_stream_order():
     ('{"problem": "How to bound X?", "method": "  "}', "missing_query"),
     ('{"problem": "How to bound X?", "method": 3}', "missing_query"),
     ('{"problem": "What does Exotic Completions Of Groupoids show?", "method": "y"}', "title_verbatim"),
+    ('{"problem": "How to bound X?", "method": "The  Example method"}', "copies_example"),
 ])
 def test_parse_queries(reply, cause):
-    queries, failure = synthetic.parse_queries(reply, "Exotic  completions of groupoids")
+    queries, failure = synthetic.parse_queries(reply, "Exotic  completions of groupoids",
+                                               frozenset({"the example method"}))
     assert failure == cause
     if cause is None:
         assert queries == {"problem": "How to bound X?", "method": "Using spectral Y."}

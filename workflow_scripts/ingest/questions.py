@@ -19,8 +19,9 @@ The generator sees the paper title, the unit's section and text, and writes one 
 schema (`templates.QUESTION_REPLY`: question ≤ 200 and answer ≤ 120 characters). A unit is dropped, counted by
 cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds no JSON
 object ("no_json"), the question or answer is missing or blank ("missing_field"), the question copies the unit's
-text ("copies_text": the question is a verbatim piece of the unit of 8 words or more), it is the worked example's
-question ("copies_example"), or the paper already has the same question ("duplicate_question", case-insensitive).
+text ("copies_text": the question is a verbatim piece of the unit of 8 words or more), it is a worked example's
+question (a string of the template's assistant turns, `Template.example_texts`: "copies_example"), or the paper
+already has the same question ("duplicate_question", case-insensitive).
 """
 
 import json
@@ -41,7 +42,7 @@ from workflow_scripts.ingest.adapters.registry import stream_for
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import QUESTION_EXAMPLE
+from workflow_scripts.llm.templates import normalized
 
 log = logging.getLogger("ragfrontier.questions")
 
@@ -79,8 +80,11 @@ def request(unit: Mapping[str, Any], template: Any) -> llm.Request:
     })
 
 
-def parse_question(text: str, unit_text: str) -> tuple[dict[str, str] | None, str | None]:
-    """({"question": …, "answer": …}, None) from a reply, or (None, the failure cause)."""
+def parse_question(
+    text: str, unit_text: str, examples: frozenset[str] = frozenset()
+) -> tuple[dict[str, str] | None, str | None]:
+    """({"question": …, "answer": …}, None) from a reply, or (None, the failure cause); `examples`: the template's
+    worked-example texts (`Template.example_texts`)."""
     reply = parse_json(text, dict)
     if reply.value is None:
         return None, "no_json"
@@ -93,20 +97,22 @@ def parse_question(text: str, unit_text: str) -> tuple[dict[str, str] | None, st
     question = fields["question"].lower()
     if len(words(question)) >= COPY_WORDS and question.rstrip("?. ") in unit_text.lower():
         return None, "copies_text"
-    if question == " ".join(words(QUESTION_EXAMPLE["question"])).lower():
+    if normalized(fields["question"]) in examples:
         return None, "copies_example"
     return fields, None
 
 
-def keep_questions(units: Sequence[Mapping[str, Any]], replies: pl.DataFrame) -> tuple[list[dict], Counter, Counter]:
+def keep_questions(
+    units: Sequence[Mapping[str, Any]], replies: pl.DataFrame, examples: frozenset[str] = frozenset()
+) -> tuple[list[dict], Counter, Counter]:
     """GENERATED_QUESTIONS rows, failure counts and how the used replies were obtained, from the sampled units and
-    their GENERATIONS rows (same order)."""
+    their GENERATIONS rows (same order); `examples` as in `parse_question`."""
     rows, failures, obtained, seen = [], Counter(), Counter(), set()
     for unit, reply in zip(units, replies.iter_rows(named=True)):
         if reply["status"] != "ok":
             failures["request_error"] += 1
             continue
-        fields, cause = parse_question(reply["text"], unit["text"])
+        fields, cause = parse_question(reply["text"], unit["text"], examples)
         if cause:
             cut = reply["finish_reason"] == "length" and cause in ("no_json", "missing_field")
             failures["length" if cut else cause] += 1
@@ -135,7 +141,7 @@ def main(smk: Any) -> None:
     template = load_templates(smk.params.prompts)["generated_question"]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
     replies = llm.generate([request(unit, template) for unit in units], engine, Path(smk.params.cache))
-    rows, failures, obtained = keep_questions(units, replies)
+    rows, failures, obtained = keep_questions(units, replies, template.example_texts)
     write_table(frame(rows, GENERATED_QUESTIONS).sort("qid"), smk.output.questions, GENERATED_QUESTIONS)
     report = {
         "papers": papers, "papers_without_candidates": len(empty), "papers_without_candidates_ids": empty[:20],

@@ -54,6 +54,27 @@ class Template:
     def uses_evidence(self) -> bool:
         return EVIDENCE_FIELD in self.fields
 
+    @property
+    def example_texts(self) -> frozenset[str]:
+        """The strings of the JSON worked examples in its assistant turns, whitespace-normalized and lower-cased: a
+        reply that repeats one copied the example (turns with placeholders or without JSON hold no example)."""
+        texts: set[str] = set()
+        for role, content in self.messages:
+            if role != "assistant" or placeholders(content, self.name):
+                continue
+            try:
+                example = json.loads(content.format())
+            except ValueError:
+                continue
+            values = list(example.values()) if isinstance(example, dict) else example if isinstance(example, list) else []
+            texts |= {normalized(value) for value in values if isinstance(value, str)}
+        return frozenset(texts)
+
+
+def normalized(text: str) -> str:
+    """Whitespace runs to one space, lower case: how a reply is compared with a worked example."""
+    return " ".join(text.split()).lower()
+
 
 def placeholders(text: str, where: str) -> list[str]:
     """The `{name}` placeholders of a format string; InputError for malformed braces or non-name fields."""

@@ -13,8 +13,10 @@ unit text is blank is dropped here as "empty_abstract". The generator writes bot
 decoded under its reply schema (`templates.SYNTHETIC_REPLY`: two strings of at most 300 characters); the report
 counts how the used replies were obtained ("replies_used": constrained, parsed, repaired). A paper is dropped,
 counted by cause, when the call fails ("request_error"), the reply was cut by its token budget ("length"), it holds
-no JSON object ("no_json"), a query is missing or blank ("missing_query"), or a query repeats the title verbatim
-("title_verbatim", case-insensitive). The study keeps a paper only when both of its queries were generated.
+no JSON object ("no_json"), a query is missing or blank ("missing_query"), a query repeats the title verbatim
+("title_verbatim", case-insensitive), or a query repeats a worked example of the prompt (a string of its
+assistant turns, `Template.example_texts`: "copies_example"; SmolLM2-135M copied the example's problem query for
+18 of 49 unarXive abstracts). The study keeps a paper only when both of its queries were generated.
 """
 
 import json
@@ -34,11 +36,12 @@ from workflow_scripts.core.shards import gather, owned, shard_of, shard_paths
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
 from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import normalized
 
 log = logging.getLogger("ragfrontier.synthetic")
 
 QUERY_TYPES = ("problem", "method")
-CAUSES = ("empty_abstract", "request_error", "length", "no_json", "missing_query", "title_verbatim")
+CAUSES = ("empty_abstract", "request_error", "length", "no_json", "missing_query", "title_verbatim", "copies_example")
 
 
 def reservoir_sample(items: Iterable[Any], size: int, seed: int) -> list[Any]:
@@ -55,8 +58,11 @@ def reservoir_sample(items: Iterable[Any], size: int, seed: int) -> list[Any]:
     return [item for _, item in sorted(reservoir, key=lambda pair: pair[0])]
 
 
-def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | None]:
-    """({"problem": …, "method": …}, None) from a generator reply, or (None, the failure cause)."""
+def parse_queries(
+    text: str, title: str, examples: frozenset[str] = frozenset()
+) -> tuple[dict[str, str] | None, str | None]:
+    """({"problem": …, "method": …}, None) from a generator reply, or (None, the failure cause); `examples`: the
+    template's worked-example texts."""
     reply = parse_json(text, dict)
     if reply.value is None:
         return None, "no_json"
@@ -69,22 +75,25 @@ def parse_queries(text: str, title: str) -> tuple[dict[str, str] | None, str | N
     normalized_title = " ".join(title.split()).lower()
     if normalized_title and any(normalized_title in query.lower() for query in queries.values()):
         return None, "title_verbatim"
+    if any(normalized(query) in examples for query in queries.values()):
+        return None, "copies_example"
     return queries, None
 
 
 def synthesize(
-    papers: Sequence[Mapping[str, str]], replies: pl.DataFrame
+    papers: Sequence[Mapping[str, str]], replies: pl.DataFrame, examples: frozenset[str] = frozenset()
 ) -> tuple[list[dict[str, str]], Counter, Counter]:
     """Query rows, failure counts and how the used replies were obtained (`parsing.read_reply`: constrained,
-    parsed, repaired) from the sampled papers and their GENERATIONS rows (same order)."""
+    parsed, repaired) from the sampled papers and their GENERATIONS rows (same order); `examples` as in
+    `parse_queries`."""
     rows, failures, obtained = [], Counter(), Counter()
     for paper, reply in zip(papers, replies.iter_rows(named=True)):
         if reply["status"] != "ok":
             failures["request_error"] += 1
             continue
-        queries, cause = parse_queries(reply["text"], paper["title"] or "")
+        queries, cause = parse_queries(reply["text"], paper["title"] or "", examples)
         if cause:
-            cut = reply["finish_reason"] == "length" and cause != "title_verbatim"
+            cut = reply["finish_reason"] == "length" and cause in ("no_json", "missing_query")
             failures["length" if cut else cause] += 1
             continue
         obtained[read_reply(reply)[1]] += 1
@@ -108,7 +117,8 @@ def queries_rule(smk: Any) -> None:
     requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})
                 for paper in papers]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    rows, parse_failures, obtained = synthesize(papers, llm.generate(requests, engine, Path(smk.params.cache)))
+    replies = llm.generate(requests, engine, Path(smk.params.cache))
+    rows, parse_failures, obtained = synthesize(papers, replies, template.example_texts)
     failures.update(parse_failures)
     write_table(frame(rows, STUDY_C_QUERIES).sort("qid"), smk.output.queries, STUDY_C_QUERIES)
     report = {
