@@ -1,10 +1,15 @@
 """vLLM's CPU build as a real backend: the engine runs SmolLM2-135M-Instruct in .venv-vllm (built by
 `./setup.sh --vllm`, which the README's test command runs). Greedy text against the transformers backend, token
-log probabilities → the three uncertainty columns, structured outputs, a failed request recorded as an error, and
-a cache-hit run that never starts the engine. One engine serves the module (it takes about a minute to start)."""
+log probabilities → the three uncertainty columns, structured outputs, a failed request recorded as an error,
+a cache-hit run that never starts the engine, and a killed job that leaves no engine process behind. One engine
+serves the module (it takes about a minute to start)."""
 
 import json
 import math
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +98,44 @@ def test_vllm_cache_hit_never_starts_the_engine(vllm_answers, vllm_engine, model
     table = llm.generate(_questions(), fresh, cache)
     assert set(table["source"]) == {"cache"} and table["text"].to_list() == vllm_answers["text"].to_list()
     assert "worker" not in vars(fresh.backend), "an all-cached stage must not start vLLM"
+
+
+JOB_THAT_IS_KILLED = """
+import json, sys, time
+from pathlib import Path
+from workflow_scripts.llm import engine as llm
+engine = llm.load_engine(json.loads(sys.argv[1]), Path(sys.argv[2]))
+print(engine.backend.worker.pid, flush=True)  # the engine is up
+time.sleep(600)
+"""
+
+
+def _process_group(group: int) -> list[str]:
+    """The processes of process group `group`, as "pid name"."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+        except OSError:
+            continue  # ended while listing
+        name, fields = rest.rsplit(") ", 1)
+        if int(fields.split()[2]) == group:
+            members.append(f"{pid} {name}")
+    return members
+
+
+def test_a_killed_job_leaves_no_vllm_engine_running(models_cache, project_root):
+    """SIGKILL a job whose engine is up: the worker and vLLM's engine processes (its process group) end too."""
+    job = subprocess.Popen([sys.executable, "-c", JOB_THAT_IS_KILLED, json.dumps(VLLM), str(models_cache)],
+                           cwd=project_root, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(job.stdout.readline())
+        engine = _process_group(worker)
+        assert any("VLLM" in name for name in engine), f"vLLM's engine runs in the worker's group: {engine}"
+    finally:
+        job.kill()
+        job.wait()
+    deadline = time.monotonic() + 30
+    while _process_group(worker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _process_group(worker), f"still running after the job was killed: {_process_group(worker)}"

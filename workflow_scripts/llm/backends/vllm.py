@@ -30,6 +30,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,7 @@ class VllmBackend(ChatTemplateBackend):
         worker = subprocess.Popen(
             [self.python, str(VLLM_WORKER), json.dumps(self.llm_kwargs)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.environment,
+            start_new_session=True,  # its own process group, with vLLM's engine processes: see close()
         )
         atexit.register(self.close)
         self.ready = self._receive(worker, "start")["ready"]
@@ -174,13 +176,17 @@ class VllmBackend(ChatTemplateBackend):
         return json.loads(line)
 
     def close(self) -> None:
+        """End the worker: EOF on its stdin shuts vLLM down; one that has not ended within a minute is killed with
+        its process group (vLLM's engine processes). A job killed before this runs is covered by the worker's own
+        watchdog (`vllm_worker.die_with_parent`)."""
         worker = vars(self).get("worker")
         if worker is not None and worker.poll() is None:
             worker.stdin.close()
             try:
                 worker.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                worker.kill()
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
 
     def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None) -> dict[str, Any]:
         """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=

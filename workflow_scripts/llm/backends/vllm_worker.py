@@ -14,6 +14,10 @@ transformers < 5.20 and numpy 2.3, which the main environment does not share). E
 stderr (the job's log): file descriptor 1 is moved to stderr before vllm is imported, and the protocol keeps the
 original stdout to itself. The `__main__` guard is what vLLM's spawned workers need.
 
+The backend starts it as the leader of its own process group, which vLLM's engine processes (VLLM::EngineCore,
+VLLM::Worker) join. A watchdog thread kills that whole group when the job's process goes away however it ends
+(killed, interrupted, crashed): vLLM's engine would otherwise be re-parented to init and keep computing.
+
 It is started by path, which puts its own folder first on sys.path; that folder holds the backend modules
 `vllm.py`, `transformers.py` and `openai.py`, which would shadow the packages of the same names, so the folder is
 taken off sys.path before anything else is imported (vLLM's spawned workers inherit the cleaned sys.path).
@@ -26,7 +30,27 @@ if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.
     del sys.path[0]
 
 import json  # after the sys.path fix above
+import signal
+import threading
+import time
 import traceback
+
+PARENT_POLL_SECONDS = 0.5
+
+
+def die_with_parent() -> None:
+    """Kill this process group (this worker and vLLM's engine processes) once the process that started the worker
+    is gone (this worker re-parented). Only a group leader does so: otherwise the group is the job's own."""
+    if os.getpgid(0) != os.getpid():
+        return
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
 def _params(vllm, spec: dict):
@@ -60,6 +84,7 @@ def _generate(llm, vllm, prompts: list, params: list) -> list[dict]:
 
 
 def main() -> None:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # vLLM's own output goes to stderr
     import vllm
