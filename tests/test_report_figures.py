@@ -1,5 +1,7 @@
 """Report figures and summary.md from small tables shaped like the stages' outputs (no workflow run)."""
 
+import json
+
 import polars as pl
 
 from workflow_scripts.report import stage as report
@@ -37,7 +39,7 @@ def test_study_c_figures_are_png_files(tmp_path):
         assert not list(tmp_path.glob(".*partial*"))
 
 
-def test_summary_quotes_csv_parquet_and_markdown_tables(tmp_path, monkeypatch):
+def test_summary_quotes_csv_parquet_json_and_markdown_tables(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     routing = tmp_path / "results" / "demo" / "routing" / "p"
     routing.mkdir(parents=True)
@@ -46,8 +48,14 @@ def test_summary_quotes_csv_parquet_and_markdown_tables(tmp_path, monkeypatch):
     tables = tmp_path / "results" / "demo" / "study_c" / "tables"
     tables.mkdir(parents=True)
     (tables / "report.md").write_text("### Cost\n\n| strategy |\n|---|\n| classic |\n")
-    paths = ["results/demo/routing/p/policies.csv", "results/demo/routing/p/audit.parquet", "results/demo/study_c/tables/report.md"]
+    (tmp_path / "results" / "demo" / "generated_questions_report.json").write_text(json.dumps(
+        {"questions": 187, "papers_without_candidates_ids": ["2212.11739", "2301.1"], "failures": {"copies_text": 1}}))
+    paths = ["results/demo/generated_questions_report.json", "results/demo/routing/p/policies.csv",
+             "results/demo/routing/p/audit.parquet", "results/demo/study_c/tables/report.md"]
     text = report.summary_text(paths, ["demo", "absent"], "study_x")
+    assert "### Generated questions: units sampled, questions kept, failures by cause" in text
+    assert "| questions | 187 |" in text and "| papers_without_candidates_ids | 2212.11739, 2301.1 |" in text
+    assert "| failures.copies_text | 1 |" in text
     assert text.startswith("# ragfrontier results: study_x\n")
     assert "### Routing: held-out policies — p" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "<img" not in text

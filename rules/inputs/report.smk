@@ -76,9 +76,11 @@ def report_targets(dataset):
 
 
 def summary_inputs(wildcards):
-    """Every table summary.md quotes, per dataset: retrieval metrics, answers, routing and cost."""
+    """Every table summary.md quotes, per dataset: generated questions, retrieval metrics, answers, routing and cost."""
     inputs = []
     for dataset in DATASETS:
+        if "generate_questions" in config["datasets"][dataset]:
+            inputs.append(output_of("generate_questions", "report", dataset=dataset))
         if arms_for(dataset):
             inputs += [output_of("retrieval_summary", "csv", dataset=dataset), output_of("cost_ledger", "stages", dataset=dataset)]
         inputs += [path for path in answer_targets(dataset) if path.endswith(".csv")]

@@ -11,13 +11,15 @@ Rule `study_c_figures` (per dataset, when `study_c` is configured)
        cost per strategy, flagged for the report.
 Rule `summary`
   In:  the CSV and Parquet tables the studies produce (retrieval metrics, answers, routing policies, comparisons,
-       audit, measured cost per stage, per policy and with / without reuse), per dataset, and Study C's own
-       Markdown tables (study_c/tables/report.md) when Study C runs.
+       audit, measured cost per stage, per policy and with / without reuse), per dataset, Study C's own
+       Markdown tables (study_c/tables/report.md) when Study C runs, and the generated-questions report (JSON) of a
+       dataset with `generate_questions`.
   Out: results/summary_<name>.md (config `name`, one per study config) — the same tables in Markdown; cell text is HTML-escaped (it can hold corpus text
        or model output, and the report renders it as HTML).
 """
 
 import html
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -266,7 +268,21 @@ def markdown_table(table: pl.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
+def flat_items(report: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A JSON report's leaves as (dotted key, value) rows; a list is one value, its items comma-separated."""
+    rows = []
+    for key, value in report.items():
+        if isinstance(value, dict):
+            rows += flat_items(value, f"{prefix}{key}.")
+        else:
+            rows.append((f"{prefix}{key}", ", ".join(map(str, value)) if isinstance(value, list) else str(value)))
+    return rows
+
+
 def read_any(path: str) -> pl.DataFrame:
+    if path.endswith(".json"):
+        rows = flat_items(json.loads(Path(path).read_text()))
+        return pl.DataFrame({"key": [key for key, _ in rows], "value": [value for _, value in rows]})
     return pl.read_parquet(path) if path.endswith(".parquet") else pl.read_csv(path)
 
 
@@ -283,6 +299,7 @@ TITLES = {
     "reuse.csv": "Cost: triggering the alternative arm, reusing the base arm's rankings and rerank scores or recomputing them",
     "cost_frontiers.parquet": "Cost: frontier points with measured cost",
     "study_c/tables/report.md": "Study C: strategies",
+    "generated_questions_report.json": "Generated questions: units sampled, questions kept, failures by cause",
 }
 
 
