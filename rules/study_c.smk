@@ -125,6 +125,7 @@ if "study_c" in config:
             quality="results/{dataset}/study_c/tables/quality.csv",
             retrieval="results/{dataset}/study_c/tables/retrieval.csv",
             paired="results/{dataset}/study_c/tables/paired.csv",
+            paired_retrieval="results/{dataset}/study_c/tables/paired_retrieval.csv",
             gold="results/{dataset}/study_c/tables/gold.csv",
             gap="results/{dataset}/study_c/tables/gap.csv",
             cost="results/{dataset}/study_c/tables/cost.csv",

@@ -108,6 +108,15 @@ def test_paired_delta_vs_classic_with_win_tie_loss():
     assert row["low"] <= row["delta"] <= row["high"]
 
 
+def test_paired_hit_at_3_counts_every_query_judged_or_not():
+    table = _tables(OVERALL, GOLD, status={"classic": {"p1:problem": "parse_failed"}})
+    paired = study_c.paired(table, STRATEGIES, 500, 0.95, 7, measure="hit_at_3")
+    row = _row(paired, "fusion", "all")  # classic hits p1:problem, p2:problem, p2:method; fusion p1:problem, p1:method
+    assert row["queries"] == 4 and row["delta"] == pytest.approx((0 + 1 - 1 - 1) / 4)
+    assert (row["win"], row["tie"], row["loss"]) == (0.25, 0.25, 0.5)
+    assert row["low"] <= row["delta"] <= row["high"] and 0 <= row["p_permutation"] <= 1
+
+
 def test_gold_hit_vs_miss_gap_and_cost():
     table = _tables(OVERALL, GOLD)
     gold = _row(study_c.gold(table, STRATEGIES), "classic", "all")

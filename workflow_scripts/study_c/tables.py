@@ -15,6 +15,8 @@ Out (results/<dataset>/study_c/):
                  both, 95% CI from a bootstrap over papers (both queries of a paper resampled together),
                  p_permutation (two-sided paired permutation test flipping each paper's summed difference),
                  win / tie / loss shares;
+  paired_retrieval.csv  the same for Hit@3 of the gold paper (0 / 1 per query, over every query): judge-free, so a
+                 strategy's retrieval difference has a CI even where the judge cannot tell answers apart;
   gold.csv       overall score on gold-hit vs gold-miss queries (hit = gold paper in the top-k shown): conditional
                  and unconditional means and the unconditional hit − miss difference;
   gap.csv        problem − method difference of the conditional and unconditional overall means;
@@ -52,6 +54,9 @@ log = logging.getLogger("ragfrontier.study_c")
 BASELINE = "classic"
 ALL = "all"
 COST_COLUMNS = ("llm_calls", "prompt_tokens", "completion_tokens", "llm_seconds", "retrieval_seconds")
+HIT_CUTOFF = 3  # the study's Hit@3 (the generator sees the top 3)
+# a paired measure: its per-query value, and whether only queries judged under both strategies count
+PAIRED_MEASURES = {"overall": True, f"hit_at_{HIT_CUTOFF}": False}
 
 
 def judge_rule(smk: Any) -> None:
@@ -119,23 +124,31 @@ def retrieval(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
     return pl.DataFrame([
         {"strategy": strategy, "query_type": kind, "queries": rows_.height,
          "hit_at_1": _mean(rows_.select((rank.fill_null(99) <= 1).alias("h")).to_series()),
-         "hit_at_3": _mean(rows_.select((rank.fill_null(99) <= 3).alias("h")).to_series()),
-         "mrr_at_3": _mean(rows_.select(pl.when(rank <= 3).then(1.0 / rank).otherwise(0.0).alias("rr")).to_series())}
+         f"hit_at_{HIT_CUTOFF}": _mean(rows_.select((rank.fill_null(99) <= HIT_CUTOFF).alias("h")).to_series()),
+         f"mrr_at_{HIT_CUTOFF}": _mean(
+             rows_.select(pl.when(rank <= HIT_CUTOFF).then(1.0 / rank).otherwise(0.0).alias("rr")).to_series())}
         for strategy, kind, rows_ in cells(table, strategies)
     ])
 
 
-def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confidence: float, seed: int) -> pl.DataFrame:
-    judged = table.filter(pl.col("judge_status") == "ok")
-    base = judged.filter(pl.col("strategy") == BASELINE).select("qid", pl.col("overall").alias("base"))
+def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confidence: float, seed: int,
+           measure: str = "overall") -> pl.DataFrame:
+    """Each strategy vs classic on `measure` (PAIRED_MEASURES), per query type: mean paired difference, CI by a
+    bootstrap over papers, paired permutation p over papers, win / tie / loss."""
+    table = table.with_columns(
+        (pl.col("gold_rank").fill_null(99) <= HIT_CUTOFF).cast(pl.Float64).alias(f"hit_at_{HIT_CUTOFF}"))
+    if PAIRED_MEASURES[measure]:
+        table = table.filter(pl.col("judge_status") == "ok")
+    table = table.with_columns(pl.col(measure).alias("measure"))
+    base = table.filter(pl.col("strategy") == BASELINE).select("qid", pl.col("measure").alias("base"))
     rows = []
-    for strategy, kind, rows_ in cells(judged, [name for name in strategies if name != BASELINE]):
+    for strategy, kind, rows_ in cells(table, [name for name in strategies if name != BASELINE]):
         both = rows_.join(base, on="qid")
         row = {"strategy": strategy, "query_type": kind, "queries": both.height, "papers": both["paper_id"].n_unique(),
                "delta": None, "low": None, "high": None, "p_permutation": None, "win": None, "tie": None,
                "loss": None}
         if both.height:
-            scores, baseline = both["overall"].cast(pl.Float64).to_numpy(), both["base"].cast(pl.Float64).to_numpy()
+            scores, baseline = both["measure"].cast(pl.Float64).to_numpy(), both["base"].cast(pl.Float64).to_numpy()
             row["win"], row["tie"], row["loss"] = win_tie_loss(scores, baseline)
             row["delta"] = float((scores - baseline).mean())
             if row["papers"] >= 2:
@@ -204,6 +217,8 @@ TITLES = {
     "retrieval": "Gold-paper retrieval",
     "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers; p: "
               "permutation test over papers)",
+    "paired_retrieval": f"Paired difference of gold-paper Hit@{HIT_CUTOFF} vs classic (judge-free; CI: bootstrap over "
+                        "papers; p: permutation test over papers)",
     "gold": "Overall score on gold-hit vs gold-miss queries",
     "gap": "Problem − method gap of the overall score",
     "cost": "Cost per query (LLM calls, tokens, measured seconds) and fallbacks",
@@ -223,6 +238,8 @@ def tables_rule(smk: Any) -> None:
     results = {
         "quality": quality_table, "retrieval": retrieval(table, strategies),
         "paired": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"]),
+        "paired_retrieval": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"],
+                                   measure=f"hit_at_{HIT_CUTOFF}"),
         "gold": gold(table, strategies), "gap": gap(quality_table, strategies), "cost": cost(table, strategies),
     }
     for name, result in results.items():
