@@ -55,8 +55,13 @@ BASELINE = "classic"
 ALL = "all"
 COST_COLUMNS = ("llm_calls", "prompt_tokens", "completion_tokens", "llm_seconds", "retrieval_seconds")
 HIT_CUTOFF = 3  # the study's Hit@3 (the generator sees the top 3)
-# a paired measure: its per-query value, and whether only queries judged under both strategies count
+# a paired measure (a per-query column) → whether only queries judged under both strategies count
 PAIRED_MEASURES = {"overall": True, f"hit_at_{HIT_CUTOFF}": False}
+
+
+def hit_at(k: int) -> pl.Expr:
+    """Per query: the gold paper is within the run's top k (not retrieved at all: a miss)."""
+    return (pl.col("gold_rank") <= k).fill_null(False)
 
 
 def judge_rule(smk: Any) -> None:
@@ -123,8 +128,8 @@ def retrieval(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
     rank = pl.col("gold_rank")
     return pl.DataFrame([
         {"strategy": strategy, "query_type": kind, "queries": rows_.height,
-         "hit_at_1": _mean(rows_.select((rank.fill_null(99) <= 1).alias("h")).to_series()),
-         f"hit_at_{HIT_CUTOFF}": _mean(rows_.select((rank.fill_null(99) <= HIT_CUTOFF).alias("h")).to_series()),
+         "hit_at_1": _mean(rows_.select(hit_at(1)).to_series()),
+         f"hit_at_{HIT_CUTOFF}": _mean(rows_.select(hit_at(HIT_CUTOFF)).to_series()),
          f"mrr_at_{HIT_CUTOFF}": _mean(
              rows_.select(pl.when(rank <= HIT_CUTOFF).then(1.0 / rank).otherwise(0.0).alias("rr")).to_series())}
         for strategy, kind, rows_ in cells(table, strategies)
@@ -135,8 +140,7 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
            measure: str = "overall") -> pl.DataFrame:
     """Each strategy vs classic on `measure` (PAIRED_MEASURES), per query type: mean paired difference, CI by a
     bootstrap over papers, paired permutation p over papers, win / tie / loss."""
-    table = table.with_columns(
-        (pl.col("gold_rank").fill_null(99) <= HIT_CUTOFF).cast(pl.Float64).alias(f"hit_at_{HIT_CUTOFF}"))
+    table = table.with_columns(hit_at(HIT_CUTOFF).alias(f"hit_at_{HIT_CUTOFF}"))
     if PAIRED_MEASURES[measure]:
         table = table.filter(pl.col("judge_status") == "ok")
     table = table.with_columns(pl.col(measure).alias("measure"))
