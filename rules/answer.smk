@@ -61,6 +61,7 @@ rule answer_summary:
         comparisons="results/{dataset}/answers/comparisons.csv",
     params:
         policies=POLICIES,
+        scoring=config["judging"]["scoring"],
         bootstrap=config["routing"]["bootstrap"],
         seed=config["routing"]["seed"],
     log:

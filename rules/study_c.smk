@@ -133,6 +133,7 @@ if "study_c" in config:
         params:
             strategies=STUDY_C["strategies"],
             bootstrap=STUDY_C["bootstrap"],
+            scoring=config["judging"]["scoring"],
         log:
             "results/logs/study_c_tables/{dataset}.log",
         benchmark:

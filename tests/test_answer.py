@@ -19,7 +19,11 @@ def test_study_a_and_c_summaries_follow_the_comparison_rules():
         "status_c":    ["ok"] * 6,
         "obtained_c":  ["constrained"] * 4 + ["repaired", "reasked"],
         "is_answer":   [True, False, True, True, True, True],
+        "answer":      [1.0, 0.0, 1.0, 1.0, 1.0, 1.0],
         "overall":     [4, 0, 2, 3, 5, 1],
+        "overall_given": [4, None, 2, 3, 5, 1],
+        "basis_a":     ["masked_exact"] * 5 + [None],
+        "basis_c":     ["masked_exact"] * 5 + ["argmax_only"],
     })
     rows = {row["policy"]: row for row in summarize(table, ["keep", "hybrid"]).iter_rows(named=True)}
     # q3 was not judged under hybrid: correctness compares q1, q2. Faithfulness also drops q2 (keep abstained).
@@ -33,3 +37,5 @@ def test_study_a_and_c_summaries_follow_the_comparison_rules():
     assert rows["hybrid"]["study_a_parse_failed"] == 1
     assert rows["hybrid"]["study_a_replies"] == "constrained: 2; parse_failed: 1"
     assert rows["hybrid"]["study_c_replies"] == "constrained: 1; repaired: 1; reasked: 1"
+    assert rows["hybrid"]["study_c_basis"] == "masked_exact: 2; argmax_only: 1"
+    assert rows["keep"]["distinct_overall"] == 3 and rows["hybrid"]["distinct_correctness"] == 2

@@ -116,6 +116,9 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
     assert table.row(0, named=True) | {"reply": None} == {
         "item_id": "q1|keep", "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": True,
         "correctness": 0, "faithfulness": None, "reply": None, "failure": None, "judge_model": "grader",
+        # no token steps from this backend: the written values, basis argmax_only (faithfulness forced to null)
+        "abstained_prob": 1.0, "abstained_mass": None, "correctness_expected": 0.0, "correctness_mass": None,
+        "faithfulness_expected": None, "faithfulness_mass": None, "score_basis": "argmax_only",
     }
     assert "- SQuAD\n- SQuAD 1.1" in seen[0] and "[1] We train on SQuAD.\n\n[2] Results in Table 2." in seen[0]
 

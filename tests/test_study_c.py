@@ -58,7 +58,8 @@ def _tables(overall: dict, gold_rank: dict, is_answer: dict | None = None, statu
         runs.append(frame(run, STUDY_C_RUNS))
         answers.append(frame(answer, STUDY_C_ANSWERS))
         judgments.append(frame(judged, JUDGMENTS_C))
-    return study_c.per_query(QUERIES, ["classic", "fusion"], runs, answers, judgments)
+    # the written scores (scoring argmax): these judgments carry no token steps (expected scoring: test_judge_scores)
+    return study_c.per_query(QUERIES, ["classic", "fusion"], runs, answers, judgments, scoring="argmax")
 
 
 OVERALL = {"classic": {"p1:problem": 4, "p1:method": 0, "p2:problem": 3, "p2:method": 2},

@@ -30,7 +30,10 @@ from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import (
     COMPARISONS,
     GENERATIONS,
+    JUDGMENTS_A,
+    JUDGMENTS_C,
     QUESTIONS,
+    SCORE_BASES,
     RUNS,
     SPLITS,
     UNITS,
@@ -97,14 +100,26 @@ def judge_rule(smk: Any) -> None:
         write_table(judges.judge(spec, items, engine, Path(smk.params.cache), templates, smk.params.max_reasks), path, spec.contract)
 
 
-def policy_table(policies: Sequence[str], study_a: Sequence[str], study_c: Sequence[str]) -> pl.DataFrame:
-    """One row per (qid, policy) with both judges' verdicts (null where a judgment failed)."""
+def policy_table(policies: Sequence[str], study_a: Sequence[str], study_c: Sequence[str],
+                 scoring: str = "expected") -> pl.DataFrame:
+    """One row per (qid, policy) with both judges' verdicts (null where a judgment failed), each score read as
+    `judging.scoring` says (judges.reading): correctness, faithful, answer (is_answer or P(is_answer)), overall
+    (unconditional) and overall_given (given is_answer)."""
+    read = judges.reading(scoring)
     rows = []
     for policy, path_a, path_c in zip(policies, study_a, study_c):
-        a = pl.read_parquet(path_a).select("item_id", "status", pl.col("obtained").alias("obtained_a"), "abstained",
-                                           "correctness", pl.col("faithfulness").alias("faithful"))
-        c = pl.read_parquet(path_c).select("item_id", pl.col("status").alias("status_c"),
-                                           pl.col("obtained").alias("obtained_c"), "is_answer", "overall")
+        a = read_table(path_a, JUDGMENTS_A).select(
+            "item_id", "status", pl.col("obtained").alias("obtained_a"), "abstained",
+            pl.col(read["correctness"]).cast(pl.Float64).alias("correctness"),
+            pl.col(read["faithfulness"]).cast(pl.Float64).alias("faithful"),
+            pl.col("score_basis").alias("basis_a"))
+        c = read_table(path_c, JUDGMENTS_C).select(
+            "item_id", pl.col("status").alias("status_c"), pl.col("obtained").alias("obtained_c"), "is_answer",
+            pl.col(read["is_answer"]).cast(pl.Float64).alias("answer"),
+            pl.col(read["overall"]).cast(pl.Float64).alias("overall"),
+            (pl.col(read["overall_given"]) if scoring == "expected" else pl.when(pl.col("is_answer")).then(
+                pl.col(read["overall_given"]))).cast(pl.Float64).alias("overall_given"),
+            pl.col("score_basis").alias("basis_c"))
         rows.append(a.join(c, on="item_id", how="full", coalesce=True).with_columns(pl.lit(policy).alias("policy")))
     return pl.concat(rows).rename({"item_id": "qid"})
 
@@ -123,9 +138,15 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
             "correctness": common.filter(pl.col("policy") == policy)["correctness"].mean(),
             "faithfulness_questions": faithful.filter(pl.col("policy") == policy).height,
             "faithfulness": faithful.filter(pl.col("policy") == policy)["faithful"].mean(),
-            "answer_rate": table.filter(pl.col("policy") == policy)["is_answer"].mean(),
-            "overall_unconditional": table.filter(pl.col("policy") == policy)["overall"].cast(pl.Float64).mean(),
-            "overall_conditional": table.filter((pl.col("policy") == policy) & pl.col("is_answer"))["overall"].cast(pl.Float64).mean(),
+            "answer_rate": table.filter(pl.col("policy") == policy)["answer"].mean(),
+            "overall_unconditional": table.filter(pl.col("policy") == policy)["overall"].mean(),
+            "overall_conditional": table.filter((pl.col("policy") == policy) & pl.col("overall_given").is_not_null())[
+                "overall_given"].mean(),
+            **{f"distinct_{label}": table.filter(pl.col("policy") == policy)[label].drop_nulls().n_unique()
+               for label in ("correctness", "overall")},
+            **{f"{judge}_basis": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list(),
+                                                        SCORE_BASES)
+               for judge, column in (("study_a", "basis_a"), ("study_c", "basis_c"))},
             **{column: table.filter((pl.col("policy") == policy) & (pl.col(status) == "parse_failed")).height
                for column, status in (("study_a_parse_failed", "status"), ("study_c_parse_failed", "status_c"))},
             **{f"{judge}_replies": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list())
@@ -137,7 +158,7 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
 
 def summary_rule(smk: Any) -> None:
     policies = list(smk.params.policies)
-    table = policy_table(policies, smk.input.study_a, smk.input.study_c)
+    table = policy_table(policies, smk.input.study_a, smk.input.study_c, smk.params.scoring)
     write_text_atomic(summarize(table, policies).write_csv(float_precision=4), smk.output.summary)
     groups = read_table(smk.input.splits, SPLITS).select("qid", "group_id")
     wide = table.pivot(on="policy", index="qid", values="correctness").drop_nulls().join(groups, on="qid")

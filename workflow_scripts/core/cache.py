@@ -36,7 +36,7 @@ def read_cache(cache_dir: Path, keys: Iterable[str], contract: Contract) -> pl.D
         )
         holding_shards = [shard for shard in shards if str(shard) in holding]
         table = (
-            pl.scan_parquet(holding_shards).filter(pl.col("key").is_in(wanted))
+            pl.scan_parquet(holding_shards, missing_columns="insert").filter(pl.col("key").is_in(wanted))
             .unique("key", keep="first", maintain_order=True).collect()
             if holding_shards else pl.DataFrame(schema=contract.schema)
         )

@@ -219,6 +219,11 @@ SCORE_CACHE = Contract(
 
 BACKENDS = ("transformers", "openai", "vllm")
 
+TOKEN_STEP = pl.Struct({
+    "token": pl.String(), "alternatives": pl.List(pl.Struct({"text": pl.String(), "logprob": pl.Float64()})),
+    "complete": pl.Boolean(), "mass": pl.Float64(),
+})
+
 _RESULT_COLUMNS = {
     "text": Column(pl.String(), doc="the generated text (stop strings and end-of-sequence removed)"),
     "finish_reason": Column(pl.String(), doc="stop (end of sequence or a stop string) | length (max_new_tokens)"),
@@ -230,6 +235,9 @@ _RESULT_COLUMNS = {
     "uncertainty_basis": Column(
         pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm/engine.py)"
     ),
+    "token_steps": Column(pl.List(TOKEN_STEP), nullable=True, doc="a constrained reply's tokens, each with the "
+                          "(text, logprob) alternatives at its step, whether they are all the grammar allowed "
+                          "(complete) and the unmasked mass on them (llm/backends, read by judging/scores.py)"),
     "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
     "backend": Column(pl.String(), doc="transformers | openai | vllm"),
     "model": Column(pl.String(), doc="the model reference from the config"),
@@ -288,6 +296,23 @@ _COMMON = {
         "JSON, unconstrained) | repaired | reasked (accepted on a re-ask) | length | parse_failed | error",
     ),
 }
+SCORE_BASES = ("masked_exact", "top_k", "argmax_only")  # judging/scores.py, strongest first
+
+
+def _expected(name: str, what: str) -> dict[str, Column]:
+    """A score field's probability-weighted columns (judging/scores.py): its expected value and the unmasked mass."""
+    return {
+        f"{name}_{'prob' if what == 'probability' else 'expected'}": Column(
+            pl.Float64(), nullable=True, doc=f"{what} over the values the grammar allowed at its token, renormalised "
+            "(the reply's own value when score_basis is argmax_only)"),
+        f"{name}_mass": Column(pl.Float64(), nullable=True, doc="probability the unmasked model put on those values "
+                               "(transformers only)"),
+    }
+
+
+_SCORE_BASIS = {"score_basis": Column(
+    pl.String(), nullable=True, doc="masked_exact (every allowed token listed) | top_k (a backend's top-k "
+    "log-probabilities) | argmax_only (no distribution: the reply's values): the weakest of the row's scores")}
 _TAIL = {
     "reply": Column(pl.String(), nullable=True, doc="the judge's last raw reply"),
     "failure": Column(pl.String(), nullable=True, doc="why the last reply was unusable, or the call's error"),
@@ -300,10 +325,17 @@ JUDGMENTS_C = Contract(
         **_COMMON,
         "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
         **{metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS},
+        **_expected("is_answer", "probability"),
+        **{column: spec for metric in STUDY_C_METRICS for column, spec in {
+            **_expected(metric, "unconditional expected score P(is_answer) · E[score | is_answer]"),
+            f"{metric}_given_is_answer": Column(pl.Float64(), nullable=True, doc="E[score | is_answer true] (a reply "
+                                                "that chose false is re-scored under the is_answer-true branch)"),
+        }.items()},
+        **_SCORE_BASIS,
         **_TAIL,
     },
     key=("item_id",),
-    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED), "score_basis": frozenset(SCORE_BASES)},
 )
 
 JUDGMENTS_A = Contract(
@@ -313,10 +345,31 @@ JUDGMENTS_A = Contract(
         "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
         "correctness": Column(pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"),
         "faithfulness": Column(pl.Int8(), nullable=True, doc="0/1/2 against the units shown; null for abstentions"),
+        **_expected("abstained", "probability"),
+        **_expected("correctness", "expected score"),
+        **_expected("faithfulness", "expected score (given not abstained)"),
+        **_SCORE_BASIS,
         **_TAIL,
     },
     key=("item_id",),
-    enums={"status": STATUSES, "obtained": frozenset(OBTAINED)},
+    enums={"status": STATUSES, "obtained": frozenset(OBTAINED), "score_basis": frozenset(SCORE_BASES)},
+)
+
+
+JUDGE_VALIDATION_ITEMS = Contract(
+    name="judge_validation_items",
+    columns={
+        "item_id": Column(pl.String(), doc="<qid>|<policy>"),
+        "policy": Column(pl.String()),
+        "qid": Column(pl.String()),
+        "group_id": Column(pl.String(), doc="the question's paper or context (the bootstrap's resampling unit)"),
+        "argmax": Column(pl.Float64(), doc="the Study A judge's correctness as written (0–2)"),
+        "expected": Column(pl.Float64(), doc="its probability-weighted correctness (0–2; judging/scores.py)"),
+        "level": Column(pl.Int8(), doc="the argmax level: with the policy, the review export's stratum"),
+        "reference": Column(pl.Int8(), doc="the reference label: 1 when the reference scorer calls the answer correct"),
+        "judge": Column(pl.Float64(), doc="the reading judging.scoring names (expected or argmax)"),
+    },
+    key=("item_id",),
 )
 
 
@@ -595,7 +648,7 @@ CONTRACTS = {
         UNITS, QUESTIONS, QRELS, SPLITS,
         RANKING, RUNS, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
         LLM_CACHE, GENERATIONS,
-        JUDGMENTS_C, JUDGMENTS_A,
+        JUDGMENTS_C, JUDGMENTS_A, JUDGE_VALIDATION_ITEMS,
         LABELS,
         KEEP_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, PROBE_FEATURES,
         OOF_SCORES, ROUTED,

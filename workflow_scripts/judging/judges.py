@@ -34,10 +34,14 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, Contract, frame
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.judging import scores
 from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.backends import steps_of
+from workflow_scripts.llm.constraints import Constraint
 from workflow_scripts.llm.parsing import read_reply
 from workflow_scripts.llm.rendering import render
-from workflow_scripts.llm.templates import Template
+from workflow_scripts.llm.templates import JUDGE_A_REPLY, JUDGE_C_ANSWERED, JUDGE_C_REPLY, Template
 
 log = logging.getLogger(__name__)
 
@@ -85,19 +89,42 @@ def validate_study_a(reply: Mapping[str, Any]) -> Validated:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """A judge field that gates the scores (Study C: is_answer false forces every score to 0): the value under
+    which the scores are conditional, and the reply constraint fixing it, for the re-score of a reply that chose
+    the other value."""
+
+    field: str
+    value: Any
+    given: Constraint
+
+
+@dataclass(frozen=True)
 class JudgeSpec:
-    """A judge: its template, how an item becomes template fields and evidence, and how a reply is validated."""
+    """A judge: its template, how an item becomes template fields and evidence, how a reply is validated, its reply
+    constraint (whose score fields get probability-weighted scores) and its gate, if any."""
 
     template: str
     contract: Contract
     request_parts: Callable[[Mapping[str, Any]], tuple[dict[str, str], tuple[str, ...]]]
     validate: Callable[[Mapping[str, Any]], Validated]
+    constraint: Constraint
+    gate: Gate | None = None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The reply's score fields (`scores.score_fields`)."""
+        return scores.score_fields(self.constraint.schema, self.template)
+
+    @property
+    def gated(self) -> tuple[str, ...]:
+        return tuple(name for name in self.fields if self.gate and name != self.gate.field)
 
 
 STUDY_C = JudgeSpec(
     "judge_study_c", JUDGMENTS_C,
     lambda item: ({"question": item["question"], "answer": item["answer"]}, ()),
-    validate_study_c,
+    validate_study_c, JUDGE_C_REPLY, Gate("is_answer", True, JUDGE_C_ANSWERED),
 )
 STUDY_A = JudgeSpec(
     "judge_study_a", JUDGMENTS_A,
@@ -108,8 +135,55 @@ STUDY_A = JudgeSpec(
         },
         tuple(item["evidence"]),
     ),
-    validate_study_a,
+    validate_study_a, JUDGE_A_REPLY,
 )
+
+
+def expected_column(name: str, boolean: bool = False) -> str:
+    """The column of a field's probability-weighted score: <field>_prob for a boolean, else <field>_expected."""
+    return f"{name}_prob" if boolean else f"{name}_expected"
+
+
+def _score_columns(spec: JudgeSpec, reply: Mapping[str, Any], steps: Any) -> dict[str, Any]:
+    """The probability-weighted columns of one accepted reply (see judging/scores.py) and its score_basis."""
+    found = scores.field_scores(spec.constraint.schema, spec.fields, reply, steps)
+    columns: dict[str, Any] = {}
+    for name, score in found.items():
+        columns[expected_column(name, isinstance(reply[name], bool))] = score.expected
+        columns[f"{name}_mass"] = score.mass
+    columns["score_basis"] = scores.weakest([score.basis for score in found.values()])
+    return columns
+
+
+def _gated(spec: JudgeSpec, results: dict[str, dict[str, Any]], originals: Mapping[str, llm.Request],
+           engine: llm.Engine, cache_dir: Path, sampling: Mapping[str, Any] | None) -> None:
+    """Conditional and unconditional expected scores under the gate: E[score | gate] from the reply itself when it
+    chose the gate's value, else from a re-score of the same prompt decoded under the gate's branch alone; the
+    unconditional one is P(gate) × E[score | gate]."""
+    gate = spec.gate
+    probability = expected_column(gate.field, isinstance(gate.value, bool))
+    chose_other = [item_id for item_id, row in results.items() if row["status"] == "ok" and row[gate.field] != gate.value]
+    given: dict[str, dict[str, Any]] = {}
+    if chose_other:
+        requests = [replace(originals[item_id], request_id=f"{item_id}#given",
+                            template=replace(originals[item_id].template, constraint=lambda fields: gate.given))
+                    for item_id in chose_other]
+        for item_id, row in zip(chose_other, llm.generate(requests, engine, cache_dir, sampling).iter_rows(named=True)):
+            parsed, _ = read_reply(row, dict) if row["status"] == "ok" else (None, None)
+            if parsed is not None and parsed.value is not None:
+                found = scores.field_scores(gate.given.schema, spec.gated, parsed.value, steps_of(row["token_steps"]))
+                given[item_id] = {name: score.expected for name, score in found.items()}
+    for item_id, row in results.items():
+        if row["status"] != "ok":
+            continue
+        conditional = given.get(item_id, {}) if item_id in chose_other else {
+            name: row.get(expected_column(name)) for name in spec.gated}
+        for name in spec.gated:
+            value = conditional.get(name)
+            row[f"{name}_given_{gate.field}"] = value
+            p = row.get(probability)
+            # P(gate) = 0 (e.g. argmax_only on a reply that chose the other value): 0 whatever the scores given it
+            row[expected_column(name)] = 0.0 if p == 0 else None if value is None or p is None else p * value
 
 
 def judge(
@@ -140,9 +214,11 @@ def judge(
                 results[item_id] = {**base, "status": "error", "obtained": "error", "failure": row["error"]}
                 continue
             parsed, obtained = read_reply(row, dict)
-            scores, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
-            if scores is not None:
-                results[item_id] = {**base, **scores, "status": "ok", "obtained": "reasked" if attempt > 1 else obtained}
+            verdict, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
+            if verdict is not None:
+                steps = steps_of(row["token_steps"]) if obtained == "constrained" else None
+                results[item_id] = {**base, **verdict, **_score_columns(spec, {**parsed.value, **verdict}, steps), "status": "ok",
+                                    "obtained": "reasked" if attempt > 1 else obtained}
                 continue
             if obtained == "length":
                 results[item_id] = {**base, "status": "length", "obtained": "length",
@@ -156,7 +232,17 @@ def judge(
                 followup=(*asked.followup, ("assistant", row["text"]), *((turn["role"], turn["content"]) for turn in turns)),
             )
         pending = retry
+    if spec.gate is not None:
+        _gated(spec, results, originals, engine, cache_dir, sampling)
     table = frame([results[item_id] for item_id in originals], spec.contract)
+    bare = table.filter((pl.col("status") == "ok") & (pl.col("score_basis") == scores.ARGMAX_ONLY)).height
+    if bare:
+        log.warning(
+            "judge %s (%s): %d of %d judgments have no token log-probabilities at their scores (score_basis "
+            "argmax_only: the expected scores are the written values); give the judge top_logprobs (openai, vllm) "
+            "and structured outputs, or set judging.scoring: argmax", spec.template, engine.config.model, bare,
+            table.filter(pl.col("status") == "ok").height,
+        )
     counts = summary(table)
     log.info(
         "judge %s: %d items, %d ok (%d constrained, %d parsed, %d repaired, %d reasked), %d cut by length, "
@@ -180,7 +266,24 @@ def summary(judgments: pl.DataFrame) -> dict[str, float]:
     }
 
 
-def obtained_counts(obtained: Sequence[str | None]) -> str:
-    """How a set of judgments came about, as "constrained: 15; length: 2" (OBTAINED order, non-zero counts)."""
+def obtained_counts(obtained: Sequence[str | None], order: Sequence[str] = OBTAINED) -> str:
+    """How a set of judgments came about, as "constrained: 15; length: 2" (`order`, non-zero counts); also the
+    score bases, as "masked_exact: 17"."""
     counts = Counter(obtained)
-    return "; ".join(f"{how}: {counts[how]}" for how in OBTAINED if counts[how])
+    return "; ".join(f"{how}: {counts[how]}" for how in order if counts[how])
+
+
+SCORINGS = ("expected", "argmax")  # judging.scoring
+
+
+def reading(scoring: str) -> dict[str, str]:
+    """The judgments columns a summary reads under `judging.scoring`: label → column (expected: the probability-
+    weighted scores; argmax: the values the judge wrote). overall_given is the Study C overall score given
+    is_answer (argmax: the written score, which the summary keeps only where is_answer is true)."""
+    if scoring not in SCORINGS:
+        raise InputError(f"judging.scoring: '{scoring}' is not one of {list(SCORINGS)}")
+    if scoring == "argmax":
+        return {"correctness": "correctness", "faithfulness": "faithfulness", "is_answer": "is_answer",
+                "overall": "overall", "overall_given": "overall"}
+    return {"correctness": "correctness_expected", "faithfulness": "faithfulness_expected",
+            "is_answer": "is_answer_prob", "overall": "overall_expected", "overall_given": "overall_given_is_answer"}

@@ -71,11 +71,13 @@ from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import rendering
 from workflow_scripts.llm.backends import (
+    ALTERNATIVES,
     Backend,
     Outcome,
     Prompt,
     constrained_sampling,
     openai,
+    steps_rows,
     transformers,
     vllm,
 )
@@ -197,6 +199,7 @@ def request_key(
         settings["top_logprobs"] = top_logprobs
     if constraint is not None:
         settings["constraint"] = constraint.key
+        settings["token_steps"] = ALTERNATIVES  # its rows carry the alternatives at each step (judging/scores.py)
     return content_key(backend.fingerprint, backend.name, json.dumps(settings, sort_keys=True), prompt_text)
 
 
@@ -223,6 +226,7 @@ def _row(outcome: Outcome, engine: Engine, key: str) -> dict[str, Any]:
         "sequence_logprob": outcome.sequence_logprob,
         "uncertainty_basis": (outcome.uncertainty_basis or backend.uncertainty_basis)
         if outcome.min_token_prob is not None else None,
+        "token_steps": steps_rows(outcome.steps),
         "latency_s": outcome.latency_s, "backend": backend.name, "model": engine.config.model,
         "device": backend.device, "error": outcome.error,
     }

@@ -177,10 +177,13 @@ QUESTION_ANSWER_CHARS = 120  # a short answer: a name, a number, a phrase
 SUBQUERY_CHARS = 200
 TOOL_QUERY_CHARS = 200
 TOOL_ANSWER_CHARS = 600
+JUDGE_C_ANSWERED_BRANCH = record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS})
 JUDGE_C_REPLY = Constraint.of("judge_study_c", {"anyOf": [
-    record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS}),
+    JUDGE_C_ANSWERED_BRANCH,
     record(is_answer={"const": False}, **{metric: {"const": 0} for metric in STUDY_C_METRICS}),
 ]})
+# the scores given is_answer true: a reply that chose false is re-scored under this branch alone (judges.Gate)
+JUDGE_C_ANSWERED = Constraint.of("judge_study_c", JUDGE_C_ANSWERED_BRANCH)
 JUDGE_A_REPLY = Constraint.of("judge_study_a", {"anyOf": [
     record(abstained={"const": False}, correctness=integer(0, 2), faithfulness=integer(0, 2)),
     record(abstained={"const": True}, correctness=integer(0, 2), faithfulness={"type": "null"}),

@@ -7,9 +7,13 @@ Out (results/<dataset>/study_c/):
 - judgments/<strategy>.parquet  JUDGMENTS_C per answered query (item_id = qid); failed answers are not judged;
 - tables/*.csv and tables/report.md, per strategy × query type (problem, method, and "all" pooled):
   quality.csv    queries, judged (status ok), parse_failed, how the judgments came about (judge_replies, e.g.
-                 "constrained: 40"), answer rate (is_answer = true among judged), and for
-                 each of the six scores the conditional mean (zeros excluded, the study's headline) and the
-                 unconditional mean (refusals kept as zeros);
+                 "constrained: 40") and their score basis (judging/scores.py), answer rate (is_answer among judged),
+                 the number of distinct overall scores, and for each of the six scores the conditional mean (given
+                 is_answer, the study's headline) and the unconditional mean (refusals kept as zeros). Scores are
+                 read as `judging.scoring` says (`verdict_columns`): expected (default) — is_answer as P(true), a
+                 score unconditionally as P(true) × E[score | is_answer true] and conditionally as E[score | true]
+                 (judging/judges.py re-scores a reply that chose false under the is_answer-true branch) — or argmax,
+                 the values written;
   retrieval.csv  Hit@1, Hit@3 and MRR@3 of the gold paper in the strategy's run (over every query);
   paired.csv     vs classic: mean per-query difference of the unconditional overall score on queries judged under
                  both, 95% CI from a bootstrap over papers (both queries of a paper resampled together),
@@ -35,6 +39,7 @@ import polars as pl
 from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import (
     JUDGMENTS_C,
+    SCORE_BASES,
     STUDY_C_ANSWERS,
     STUDY_C_METRICS,
     STUDY_C_QUERIES,
@@ -76,14 +81,30 @@ def judge_rule(smk: Any) -> None:
     write_table(table, smk.output.judgments, JUDGMENTS_C)
 
 
+def verdict_columns(scoring: str) -> list[pl.Expr]:
+    """The judge's verdict as the tables read it (`judging.scoring`): `answer` (is_answer, or P(is_answer)), each
+    metric unconditionally (refusals 0; expected: P(is_answer) · E[score | is_answer]) and `<metric>_given` (given
+    is_answer; argmax: the written score of an answer, null for a refusal)."""
+    if scoring == "expected":
+        return [pl.col("is_answer_prob").alias("answer"),
+                *(pl.col(f"{metric}_expected").alias(metric) for metric in STUDY_C_METRICS),
+                *(pl.col(f"{metric}_given_is_answer").alias(f"{metric}_given") for metric in STUDY_C_METRICS)]
+    return [pl.col("is_answer").cast(pl.Float64).alias("answer"),
+            *(pl.col(metric).cast(pl.Float64) for metric in STUDY_C_METRICS),
+            *(pl.when(pl.col("is_answer")).then(pl.col(metric)).cast(pl.Float64).alias(f"{metric}_given")
+              for metric in STUDY_C_METRICS)]
+
+
 def per_query(queries: pl.DataFrame, strategies: Sequence[str], runs: Sequence[pl.DataFrame],
-              answers: Sequence[pl.DataFrame], judgments: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """One row per (strategy, query): type, paper, gold rank (null: not retrieved), costs, judge verdict."""
+              answers: Sequence[pl.DataFrame], judgments: Sequence[pl.DataFrame],
+              scoring: str = "expected") -> pl.DataFrame:
+    """One row per (strategy, query): type, paper, gold rank (null: not retrieved), costs, judge verdict (read as
+    `verdict_columns` says)."""
     rows = []
     for strategy, run, answer, judged in zip(strategies, runs, answers, judgments):
         gold = run.join(queries.select("qid", "paper_id"), on="qid").filter(pl.col("docid") == pl.col("paper_id"))
         verdicts = judged.select(pl.col("item_id").alias("qid"), pl.col("status").alias("judge_status"),
-                                 pl.col("obtained").alias("judge_obtained"), "is_answer", *STUDY_C_METRICS)
+                                 pl.col("obtained").alias("judge_obtained"), "score_basis", *verdict_columns(scoring))
         rows.append(
             queries.select("qid", "paper_id", "query_type")
             .join(answer.select("qid", "searched", "fallback", *COST_COLUMNS), on="qid", how="left")
@@ -105,7 +126,8 @@ def cells(table: pl.DataFrame, strategies: Sequence[str]) -> list[tuple[str, str
 
 
 def _mean(series: pl.Series) -> float | None:
-    return float(series.cast(pl.Float64).mean()) if series.len() else None
+    mean = series.cast(pl.Float64).mean() if series.len() else None
+    return None if mean is None else float(mean)
 
 
 def quality(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
@@ -115,9 +137,11 @@ def quality(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
         row = {"strategy": strategy, "query_type": kind, "queries": rows_.height, "judged": judged.height,
                "parse_failed": rows_.filter(pl.col("judge_status") == "parse_failed").height,
                "judge_replies": judges.obtained_counts(rows_["judge_obtained"].to_list()),
-               "answer_rate": _mean(judged["is_answer"])}
+               "score_basis": judges.obtained_counts(judged["score_basis"].to_list(), SCORE_BASES),
+               "answer_rate": _mean(judged["answer"]),
+               "distinct_overall": judged["overall"].drop_nulls().n_unique()}
         for metric in STUDY_C_METRICS:
-            row[f"{metric}_cond"] = _mean(judged.filter(pl.col(metric) > 0)[metric])
+            row[f"{metric}_cond"] = _mean(judged[f"{metric}_given"].drop_nulls())
         for metric in STUDY_C_METRICS:
             row[f"{metric}_uncond"] = _mean(judged[metric])
         rows.append(row)
@@ -141,8 +165,8 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
     """Each strategy vs classic on `measure` (PAIRED_MEASURES), per query type: mean paired difference, CI by a
     bootstrap over papers, paired permutation p over papers, win / tie / loss."""
     table = table.with_columns(hit_at(HIT_CUTOFF).alias(f"hit_at_{HIT_CUTOFF}"))
-    if PAIRED_MEASURES[measure]:
-        table = table.filter(pl.col("judge_status") == "ok")
+    if PAIRED_MEASURES[measure]:  # judged, with a score (an unconditional expected score can be unknown)
+        table = table.filter((pl.col("judge_status") == "ok") & pl.col(measure).is_not_null())
     table = table.with_columns(pl.col(measure).alias("measure"))
     base = table.filter(pl.col("strategy") == BASELINE).select("qid", pl.col("measure").alias("base"))
     rows = []
@@ -171,8 +195,8 @@ def gold(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
     for strategy, kind, rows_ in cells(table.filter(pl.col("judge_status") == "ok"), strategies):
         hit, miss = rows_.filter(pl.col("gold_rank").is_not_null()), rows_.filter(pl.col("gold_rank").is_null())
         row = {"strategy": strategy, "query_type": kind, "gold_hit": hit.height, "gold_miss": miss.height,
-               "overall_cond_hit": _mean(hit.filter(pl.col("overall") > 0)["overall"]),
-               "overall_cond_miss": _mean(miss.filter(pl.col("overall") > 0)["overall"]),
+               "overall_cond_hit": _mean(hit["overall_given"].drop_nulls()),
+               "overall_cond_miss": _mean(miss["overall_given"].drop_nulls()),
                "overall_uncond_hit": _mean(hit["overall"]), "overall_uncond_miss": _mean(miss["overall"])}
         both = row["overall_uncond_hit"] is not None and row["overall_uncond_miss"] is not None
         row["uncond_hit_minus_miss"] = row["overall_uncond_hit"] - row["overall_uncond_miss"] if both else None
@@ -217,7 +241,8 @@ def markdown(title: str, table: pl.DataFrame) -> str:
 
 
 TITLES = {
-    "quality": "Answer rate and judge scores (cond = zeros excluded; uncond = refusals as 0)",
+    "quality": "Answer rate and judge scores (cond = given is_answer; uncond = refusals as 0; judging.scoring expected: "
+               "probability-weighted, P(is_answer) × E[score | is_answer] unconditionally)",
     "retrieval": "Gold-paper retrieval",
     "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers; p: "
               "permutation test over papers)",
@@ -235,7 +260,7 @@ def tables_rule(smk: Any) -> None:
     table = per_query(
         queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
         [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
-        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments],
+        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments], smk.params.scoring,
     )
     boot = smk.params.bootstrap
     quality_table = quality(table, strategies)

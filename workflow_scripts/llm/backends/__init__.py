@@ -41,6 +41,22 @@ class Prompt(NamedTuple):
     constraint: Constraint | None = None
 
 
+ALTERNATIVES = 20  # alternatives kept per step of a constrained reply (the scoring positions allow a few tokens)
+
+
+class TokenStep(NamedTuple):
+    """One generated token of a constrained reply: its text, the (text, logprob) alternatives the backend saw at that
+    step (highest first), whether they are every token the grammar allowed there (`complete`), and the probability
+    the unmasked model put on the allowed tokens (`mass`; None when the backend does not expose it). A step where the
+    grammar allowed more than ALTERNATIVES tokens (inside a string) keeps no alternatives on the masked backends.
+    Read by `judging/scores.py` for probability-weighted judge scores."""
+
+    token: str
+    alternatives: tuple[tuple[str, float], ...] = ()
+    complete: bool = False
+    mass: float | None = None
+
+
 class Outcome(NamedTuple):
     """One generation: text and statistics, or `error` set (then the other fields are placeholders)."""
 
@@ -54,6 +70,23 @@ class Outcome(NamedTuple):
     latency_s: float = 0.0
     error: str | None = None
     uncertainty_basis: str | None = None  # set when it differs from the backend's (a grammar-masked distribution)
+    steps: tuple[TokenStep, ...] | None = None  # a constrained reply's tokens and their alternatives
+
+
+def steps_rows(steps: Sequence[TokenStep] | None) -> list[dict] | None:
+    """`TokenStep`s as rows of the token_steps column (contracts.TOKEN_STEP)."""
+    if steps is None:
+        return None
+    return [{"token": step.token, "alternatives": [{"text": text, "logprob": logprob} for text, logprob in step.alternatives],
+             "complete": step.complete, "mass": step.mass} for step in steps]
+
+
+def steps_of(rows: Sequence[dict] | None) -> tuple[TokenStep, ...] | None:
+    """The `TokenStep`s of a token_steps value (None stays None)."""
+    if rows is None:
+        return None
+    return tuple(TokenStep(row["token"], tuple((alt["text"], alt["logprob"]) for alt in row["alternatives"] or ()),
+                           bool(row["complete"]), row["mass"]) for row in rows)
 
 
 class Backend(Protocol):

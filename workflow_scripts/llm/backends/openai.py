@@ -32,7 +32,7 @@ from typing import Any
 import requests
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.llm.backends import Outcome, Prompt, constrained_sampling, topk_uncertainty
+from workflow_scripts.llm.backends import Outcome, Prompt, TokenStep, constrained_sampling, topk_uncertainty
 from workflow_scripts.llm.settings import EngineConfig, Sampling
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -122,7 +122,7 @@ class OpenAIBackend:
                 return Outcome(error=f"HTTP {response.status_code} from {self.url}: {response.text[:200]}",
                                latency_s=time.perf_counter() - started)
             try:
-                outcome = parse_chat_completion(response.json())
+                outcome = parse_chat_completion(response.json(), constrained=prompt.constraint is not None)
             except (ValueError, KeyError, IndexError, TypeError) as error:
                 outcome = Outcome(error=f"unreadable response from {self.url}: {error}")
             return outcome._replace(latency_s=time.perf_counter() - started)
@@ -134,8 +134,9 @@ class OpenAIBackend:
             return list(pool.map(lambda prompt: self._call(prompt, sampling), batch))
 
 
-def parse_chat_completion(payload: Mapping[str, Any]) -> Outcome:
-    """An `Outcome` from a chat-completions response body (usage and logprobs are optional)."""
+def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False) -> Outcome:
+    """An `Outcome` from a chat-completions response body (usage and logprobs are optional); for a constrained
+    request its tokens with their `top_logprobs` as `steps` (the server's top k: basis top_k in judging/scores.py)."""
     choice = payload["choices"][0]
     text = choice["message"]["content"]
     if not isinstance(text, str):
@@ -146,9 +147,14 @@ def parse_chat_completion(payload: Mapping[str, Any]) -> Outcome:
         for token in ((choice.get("logprobs") or {}).get("content") or [])
     ]
     entropy, min_prob, logprob = topk_uncertainty(steps)
+    tokens = (choice.get("logprobs") or {}).get("content") or []
+    alternatives = tuple(
+        TokenStep(token["token"], tuple((top["token"], float(top["logprob"])) for top in token.get("top_logprobs") or []))
+        for token in tokens
+    ) if constrained and tokens else None
     return Outcome(
         text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
         prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob, steps=alternatives,
     )
 

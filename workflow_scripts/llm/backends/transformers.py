@@ -33,10 +33,12 @@ from typing import Any
 from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm.backends import (
+    ALTERNATIVES,
     WEIGHTS_LOADED,
     ChatTemplateBackend,
     Outcome,
     Prompt,
+    TokenStep,
     apportion,
     check_context,
 )
@@ -68,6 +70,7 @@ class TransformersBackend(ChatTemplateBackend):
 
     name = "transformers"
     uncertainty_basis = "full_vocabulary"
+    record_steps = True  # a constrained reply's steps (judging/scores.py); benchmarks/bench_expected.py turns it off
 
     def __init__(self, chat: ChatTokenizer, fingerprint: str, load_model: Callable[[], Any], device: str,
                  batch_size: int):
@@ -128,7 +131,7 @@ class TransformersBackend(ChatTemplateBackend):
             options.update(stopping_criteria=StoppingCriteriaList([StopStrings()]))
         grammar = None
         if batch[0].constraint is not None:
-            grammar = self.grammars.processor([prompt.constraint for prompt in batch])
+            grammar = self.grammars.processor([prompt.constraint for prompt in batch], self.record_steps)
             options.update(logits_processor=[grammar])
         with torch.inference_mode():
             output = self.model.generate(
@@ -141,9 +144,14 @@ class TransformersBackend(ChatTemplateBackend):
         for row, (tokens, prompt_tokens) in enumerate(zip(generated, lengths)):
             end, stopped = self._end(tokens, sampling.stop)
             logits = torch.stack([output.logits[step][row].float() for step in range(end)])
+            steps = None
             if grammar is not None:  # uncertainty over the distribution the grammar left (masked, renormalized)
-                logits = logits.masked_fill(~torch.stack([grammar.allowed[step][row] for step in range(end)]), -math.inf)
+                allowed = torch.stack([grammar.allowed[step][row] for step in range(end)])
+                logits = logits.masked_fill(~allowed, -math.inf)
             logprobs = logits.log_softmax(-1)
+            if grammar is not None and self.record_steps:
+                masses = [float(grammar.masses[step][row]) for step in range(end)]
+                steps = self._steps(tokens[:end], logprobs, allowed, masses)
             chosen = logprobs[torch.arange(end), torch.tensor(tokens[:end])]
             entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)
             text = self.chat.decode(tokens[:end], skip_special_tokens=True)
@@ -153,8 +161,26 @@ class TransformersBackend(ChatTemplateBackend):
                 text=text, finish_reason="stop" if stopped else "length", prompt_tokens=int(prompt_tokens),
                 completion_tokens=end, mean_entropy=float(entropy.mean()), min_token_prob=float(chosen.exp().min()),
                 sequence_logprob=float(chosen.sum()), uncertainty_basis=GRAMMAR_MASKED if grammar is not None else None,
+                steps=steps,
             ))
         return outcomes
+
+    def _steps(self, tokens: list[int], logprobs: Any, allowed: Any, masses: list[float]) -> tuple[TokenStep, ...]:
+        """A constrained reply's steps: at each, the chosen token's text and, where the grammar allowed at most
+        ALTERNATIVES tokens, every allowed token with its masked log-probability and the unmasked mass on them."""
+        steps = []
+        for step, token in enumerate(tokens):
+            count = int(allowed[step].sum())
+            alternatives: tuple[tuple[str, float], ...] = ()
+            mass = None
+            if count <= ALTERNATIVES:
+                ids = allowed[step].nonzero().flatten().tolist()
+                values = logprobs[step, ids].tolist()
+                alternatives = tuple(sorted(((self.chat.decode([i]), v) for i, v in zip(ids, values)),
+                                            key=lambda pair: -pair[1]))
+                mass = masses[step]
+            steps.append(TokenStep(self.chat.decode([token]), alternatives, count <= ALTERNATIVES, mass))
+        return tuple(steps)
 
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -194,20 +220,26 @@ class Grammars:
                 ) from None
         return self.compiled[constraint.key]
 
-    def processor(self, batch: Sequence[Constraint]) -> Any:
-        """An xgrammar logits processor for these rows that also records, per step, which tokens it allowed."""
+    def processor(self, batch: Sequence[Constraint], masses: bool = True) -> Any:
+        """An xgrammar logits processor for these rows that also records, per step, which tokens it allowed and the
+        probability the unmasked model put on them."""
         import torch
 
         class Masking(self.xgrammar.contrib.hf.LogitsProcessor):
             allowed: list[Any]
 
             def __call__(self, input_ids: Any, scores: Any) -> Any:
+                # the mask is applied in place (to generate's own logits too): the unmasked distribution first
+                before = scores.float().softmax(-1) if masses else None
                 scores = super().__call__(input_ids, scores)
-                self.allowed.append(~torch.isneginf(scores))
+                allowed = ~torch.isneginf(scores)
+                self.allowed.append(allowed)
+                if masses:
+                    self.masses.append((before * allowed).sum(-1))
                 return scores
 
         masking = Masking([self.compile(constraint) for constraint in batch])
-        masking.allowed = []
+        masking.allowed, masking.masses = [], []
         return masking
 
 

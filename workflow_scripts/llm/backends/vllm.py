@@ -18,7 +18,9 @@ default every CPU this process may use, e.g. "0-1"). CPU defaults: enforce_eager
 
 A constrained request is decoded under `SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))`
 (or `grammar=` an exact EBNF), by xgrammar without whitespace (VLLM_DEFAULTS). Uncertainty is over the top-k log
-probabilities vLLM returns ("top_<k>"; vLLM's default is the raw, unmasked distribution). A batch's wall time is
+probabilities vLLM returns ("top_<k>"); for a constrained request those are over the grammar-masked distribution
+(vLLM applies the mask before it computes them) and k is at least ALTERNATIVES, so the few tokens allowed at a judge's
+score position are all listed (`steps`, read by judging/scores.py). A batch's wall time is
 split over its requests in proportion to the tokens each processed (`apportion`).
 """
 
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,12 @@ from typing import Any
 from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm.backends import (
+    ALTERNATIVES,
     WEIGHTS_LOADED,
     ChatTemplateBackend,
     Outcome,
     Prompt,
+    TokenStep,
     apportion,
     check_context,
     constrained_sampling,
@@ -124,6 +128,7 @@ class VllmBackend(ChatTemplateBackend):
     with it the engine, starts on the first batch: a stage whose requests are all cached never starts vLLM."""
 
     name = "vllm"
+    record_steps = True  # a constrained reply's steps (judging/scores.py); benchmarks/bench_expected.py turns it off
 
     def __init__(self, config: EngineConfig, folder: Path, fingerprint: str, where: str):
         self.config, self.folder, self.where = config, folder, where
@@ -199,7 +204,8 @@ class VllmBackend(ChatTemplateBackend):
         return {
             "n": 1, "temperature": sampling.temperature, "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
             "max_tokens": sampling.max_new_tokens, "seed": sampling.seed, "stop": list(sampling.stop),
-            "logprobs": self.config.top_logprobs or None, "structured": structured,
+            "logprobs": max(self.config.top_logprobs, ALTERNATIVES) if constraint is not None and self.record_steps
+            else self.config.top_logprobs or None, "structured": structured,
         }
 
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
@@ -210,17 +216,32 @@ class VllmBackend(ChatTemplateBackend):
         worker.stdin.write(json.dumps(request) + "\n")
         worker.stdin.flush()
         outputs = self._receive(worker, "generate with")["outputs"]
-        return apportion(time.perf_counter() - started, [parse_vllm_output(output) for output in outputs])
+        decode = lambda ids: self.chat.decode(ids)  # noqa: E731
+        return apportion(time.perf_counter() - started, [
+            parse_vllm_output(output, decode if prompt.constraint is not None and self.record_steps else None)
+            for prompt, output in zip(batch, outputs)
+        ])
 
 
-def parse_vllm_output(output: Mapping[str, Any]) -> Outcome:
-    """An `Outcome` from one of the worker's outputs (or its error)."""
+def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], str] | None = None) -> Outcome:
+    """An `Outcome` from one of the worker's outputs (or its error). With `decode` (a constrained request), also its
+    `steps`: vLLM applies the grammar's bitmask to the logits before it computes log-probabilities (in every
+    logprobs_mode, vLLM 0.32: gpu_model_runner.sample_tokens, then the sampler), so the top-k list is over the
+    masked distribution, and a step whose list ends in -inf entries listed every allowed token (`complete`)."""
     if "error" in output:
         return Outcome(error=f"vllm: {output['error']}")
-    entropy, min_prob, logprob = topk_uncertainty([(chosen, top) for chosen, top in output["steps"] or []])
+    entropy, min_prob, logprob = topk_uncertainty([(step[0], step[1]) for step in output["steps"] or []])
+    steps = None
+    if decode is not None and output["steps"] is not None:
+        steps = tuple(
+            TokenStep(decode([token]), tuple((decode([i]), v) for i, v in zip(ids, values) if math.isfinite(v)),
+                      any(math.isinf(v) for v in values))
+            for token, (_, values, ids) in zip(output["token_ids"], output["steps"])
+        )
     return Outcome(
         text=output["text"], finish_reason="length" if output["finish_reason"] == "length" else "stop",
         prompt_tokens=output["prompt_tokens"], completion_tokens=len(output["token_ids"]),
-        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob, steps=steps,
+        uncertainty_basis=f"top_{ALTERNATIVES}" if decode is not None else None,
     )
 

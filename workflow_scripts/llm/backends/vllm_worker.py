@@ -5,7 +5,7 @@ In:  argv[1], the JSON keyword arguments of `vllm.LLM` (model folder, seed, enfo
      "structured": {"json": schema} | {"grammar": ebnf} | null}, ...]}.
 Out: on the pipe that was stdout: {"ready": {"max_model_len": n}} once the engine is up, then one JSON line per
      batch, {"outputs": [{"text", "token_ids", "finish_reason", "prompt_tokens", "steps": [[chosen logprob,
-     [top-k logprobs]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is retried one prompt at a time,
+     [top-k logprobs, highest first], [their token ids]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is retried one prompt at a time,
      so one bad prompt (e.g. longer than the context) is that request's error, not the batch's.
 
 It imports only the standard library and vllm, so it runs in whichever Python has vLLM: the GPU environment
@@ -68,7 +68,8 @@ def _output(result) -> dict:
         steps = []
         for token, top in zip(completion.token_ids, completion.logprobs):
             values = {token_id: entry.logprob for token_id, entry in top.items()}
-            steps.append([values[token], sorted(values.values(), reverse=True)])
+            ranked = sorted(values.items(), key=lambda pair: -pair[1])
+            steps.append([values[token], [value for _, value in ranked], [token_id for token_id, _ in ranked]])
     return {"text": completion.text, "token_ids": list(completion.token_ids),
             "finish_reason": completion.finish_reason, "prompt_tokens": len(result.prompt_token_ids), "steps": steps}
 
