@@ -176,7 +176,7 @@ def _stage_inputs(tmp_path):
     return SimpleNamespace(
         input=SimpleNamespace(questions=str(tmp_path / "questions.parquet"), units=str(tmp_path / "units.parquet"),
                               **paths),
-        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3, ppi_min_reviewed=2,
+        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3, ppi_min_reviewed=2, scoring="argmax",
                                runs={"keep": str(tmp_path / "keep_run.parquet"), "closed_book": None}),
         output=SimpleNamespace(study_a=str(tmp_path / "a.csv"), study_c=str(tmp_path / "c.csv"),
                                agreement=str(tmp_path / "agreement.csv")),

@@ -26,7 +26,8 @@ have both (e.g. abstentions have no faithfulness and are left out):
 - `kappa_quadratic`: Cohen's kappa with quadratic weights (sklearn) between judge and human on the reviewed
   items, over the label's full scale; `exact_agreement`: the share of identical labels. Both are computed on
   the sample as drawn, which over-represents rare judge levels — they describe the judge on this sample.
-- `judge_mean`: the judge's mean over the whole group; `judge_mean_reviewed`, `human_mean_reviewed`: raw means
+- `judge_mean`: the judge's mean over the whole group (the score `judging.scoring` names: probability-weighted by
+  default; kappa, exact agreement, the strata and the confusion correction use the written levels); `judge_mean_reviewed`, `human_mean_reviewed`: raw means
   on the reviewed items (biased by the stratification, shown for transparency).
 - `human_mean_stratified`: the design-weighted estimate of the group's human mean: each reviewed item weighs
   N_h / n_h (its stratum's population over its reviewed count), over the strata that have reviews;
@@ -34,10 +35,11 @@ have both (e.g. abstentions have no faithfulness and are left out):
 - `corrected_mean`: a confusion-matrix correction: E[human | judge = j] is estimated from all reviewed items
   (pooled over groups, design-weighted), and the group's mean is Σ_j P_group(judge = j) · E[human | judge = j].
   It assumes the judge errs the same way in every group; null when a judge level in the group has no review.
-- `ppi_mean`, `ppi_low`, `ppi_high`, `ppi_status`: prediction-powered inference (workflow_scripts/judging/ppi.py,
-  which derives the formulas): the judge's mean over all the group's items plus the human − judge gap estimated
-  stratum by stratum on the reviewed items, weighted by the strata's population shares,
-      θ̂ = mean_all(judge) + Σ_h (N_h/N) · mean_{reviewed in h}(human − judge),
+- `ppi_mean`, `ppi_low`, `ppi_high`, `ppi_status`, `ppi_lambda`: power-tuned prediction-powered inference (PPI++,
+  workflow_scripts/judging/ppi.py, which derives the formulas): λ̂ times the judge's mean over all the group's
+  items plus the human − λ̂·judge gap estimated stratum by stratum on the reviewed items, weighted by the strata's
+  population shares (λ̂ = 1 is plain PPI; `ppi_lambda` shows it, one per policy of a difference),
+      θ̂ = λ̂ · mean_all(judge) + Σ_h (N_h/N) · mean_{reviewed in h}(human − λ̂ · judge),
   with a 95% (`confidence`) CLT interval of variance σ²_human/N + Σ_h (N_h/N)² (1 − n_h/N_h) s²_h/n_h. Valid
   under the stratified design without assuming the judge errs alike across groups. `ppi_status` is "ok", or
   "too_few_reviews: n < min" (fewer than `min_reviewed` reviewed items: the estimate is kept, the interval left
@@ -92,7 +94,7 @@ INTEGER = re.compile(r"[+-]?\d+")
 AGREEMENT_SCHEMA = {
     "label": pl.String, "group": pl.String, "n_population": pl.Int64, "n_reviewed": pl.Int64,
     "judge_mean": pl.Float64, "ppi_mean": pl.Float64, "ppi_low": pl.Float64, "ppi_high": pl.Float64,
-    "ppi_status": pl.String, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
+    "ppi_status": pl.String, "ppi_lambda": pl.String, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
     "human_mean_stratified": pl.Float64, "corrected_mean": pl.Float64, "kappa_quadratic": pl.Float64,
     "exact_agreement": pl.Float64, "covered_share": pl.Float64,
 }
@@ -217,15 +219,18 @@ def agreement(
     min_reviewed: int = 30,
     confidence: float = 0.95,
     question: str = "qid",
+    score: str | None = None,
 ) -> pl.DataFrame:
-    """Judge–human agreement, corrected means and PPI estimates for `label` per value of `by` and overall ("all");
-    with a `question` column, PPI of the difference for each pair of `by` values ("a − b")."""
+    """Judge–human agreement, corrected means and PPI(++) estimates for `label` per value of `by` and overall
+    ("all"); with a `question` column, PPI of the difference for each pair of `by` values ("a − b"). `score`: the
+    judgments column the means and PPI read (e.g. the probability-weighted `<label>_expected`; default the label's
+    written value, which kappa, exact agreement and the confusion correction always use)."""
     human = f"{HUMAN_PREFIX}{label}"
     paired = question in judgments.columns and question not in (by, *stratify)
     population = (
         judgments.drop_nulls([label, *stratify])
         .select("item_id", by, *[name for name in stratify if name != by], *([question] if paired else []),
-                pl.col(label).cast(pl.Int64).alias("judge"))
+                pl.col(label).cast(pl.Int64).alias("judge"), pl.col(score or label).cast(pl.Float64).alias("score"))
         .with_columns(pl.concat_str([pl.col(name).cast(pl.String) for name in stratify], separator="\0")
                       .alias("_stratum"))
     )
@@ -256,8 +261,8 @@ def agreement(
         estimate = ppi_mean(mine.judge, mine.human, mine.strata, min_reviewed, confidence) if mine else None
         rows.append({
             "label": label, "group": name, "n_population": pool.height, "n_reviewed": drawn.height,
-            "judge_mean": _mean(pool["judge"].to_list()), **_ppi_columns(estimate),
-            "judge_mean_reviewed": _mean(drawn["judge"].to_list()),
+            "judge_mean": _mean(pool["score"].to_list()), **_ppi_columns(estimate),
+            "judge_mean_reviewed": _mean(drawn["score"].to_list()),
             "human_mean_reviewed": _mean(drawn["human"].to_list()),
             "human_mean_stratified": _mean(drawn["human"].to_list(), drawn["weight"].to_list()),
             "corrected_mean": corrected,
@@ -272,28 +277,28 @@ def agreement(
             both = labelled.filter(pl.col(by) == a).join(labelled.filter(pl.col(by) == b), on=question, suffix="_b")
             if not both.height:
                 continue
-            other = both.select(pl.col("judge_b").alias("judge"), pl.col("human_b").alias("human"),
+            other = both.select(pl.col("score_b").alias("score"), pl.col("human_b").alias("human"),
                                 pl.col("_stratum_b").alias("_stratum"))
             estimate = ppi_difference(_arm(both), _arm(other), min_reviewed, confidence)
             rows.append({
                 "label": label, "group": f"{a}{MINUS}{b}", "n_population": both.height,
-                "n_reviewed": estimate.n_reviewed, "judge_mean": _mean((both["judge"] - both["judge_b"]).to_list()),
+                "n_reviewed": estimate.n_reviewed, "judge_mean": _mean((both["score"] - both["score_b"]).to_list()),
                 **_ppi_columns(estimate),
             })
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA, orient="row")
 
 
 def _arm(items: pl.DataFrame) -> Arm:
-    """A PPI arm from columns judge, human (null = not reviewed) and _stratum."""
-    return make_arm(items["judge"].cast(pl.Float64).to_numpy(),
+    """A PPI arm from columns score (the judge's), human (null = not reviewed) and _stratum."""
+    return make_arm(items["score"].cast(pl.Float64).to_numpy(),
                     items["human"].cast(pl.Float64).fill_null(float("nan")).to_numpy(), items["_stratum"].to_numpy())
 
 
 def _ppi_columns(estimate: Estimate | None) -> dict[str, object]:
     if estimate is None:
-        return {"ppi_mean": None, "ppi_low": None, "ppi_high": None, "ppi_status": None}
+        return {"ppi_mean": None, "ppi_low": None, "ppi_high": None, "ppi_status": None, "ppi_lambda": None}
     return {"ppi_mean": estimate.estimate, "ppi_low": estimate.low, "ppi_high": estimate.high,
-            "ppi_status": estimate.status}
+            "ppi_status": estimate.status, "ppi_lambda": " / ".join(f"{lam:.3f}" for lam in estimate.lam) or None}
 
 
 # ---- rules --------------------------------------------------------------------------------------------------
@@ -320,7 +325,8 @@ def judged_items(smk: Any, judge: str) -> pl.DataFrame:
     for policy, judged, answers in zip(smk.params.policies, getattr(smk.input, judge), smk.input.answers):
         shown = _evidence(smk.params.runs[policy], smk.input.units)
         table = (
-            read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels)
+            read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels,
+                                                *(column for column in scored_columns(judge) if column not in labels))
             .join(read_table(answers, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
                   on="qid")
             .join(questions, on="qid")
@@ -330,6 +336,13 @@ def judged_items(smk: Any, judge: str) -> pl.DataFrame:
             pl.Series("evidence", [shown.get(qid, []) for qid in table["qid"]], dtype=pl.List(pl.String)),
         ))
     return pl.concat(tables).sort("item_id")
+
+
+def scored_columns(judge: str, scoring: str = "expected") -> dict[str, str]:
+    """label → the judgments column whose mean the agreement reports (`judging.scoring`): <label>_expected, or the
+    label itself under argmax (Study C's scores: the unconditional expected score)."""
+    _, labels, _ = JUDGES[judge]
+    return {label: f"{label}_expected" if scoring == "expected" else label for label in labels}
 
 
 def export_rule(smk: Any) -> None:
@@ -348,7 +361,9 @@ def agreement_rule(smk: Any) -> None:
     items = judged_items(smk, judge)
     sample = review_sample(items, ["policy", level], smk.params.per_stratum, smk.params.seed)
     reviewed = import_review(Path(smk.input.reviewed), sample, labels)
-    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level], min_reviewed=smk.params.ppi_min_reviewed)
+    score = scored_columns(judge, smk.params.scoring)
+    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level], min_reviewed=smk.params.ppi_min_reviewed,
+                                 score=score[label])
                        for label, scale in labels.items()])
     write_text_atomic(table.write_csv(), Path(smk.output.agreement))
 
