@@ -36,6 +36,7 @@ rule review_agreement:
         per_stratum=config["review"]["per_stratum"],
         seed=config["review"]["seed"],
         ppi_min_reviewed=config["review"]["ppi_min_reviewed"],
+        scoring=config["judging"]["scoring"],
     wildcard_constraints:
         judge="|".join(vocabulary.JUDGES),
     log:
@@ -46,3 +47,27 @@ rule review_agreement:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/judging/review.py"
+
+
+rule judge_validation:
+    input:
+        unpack(validation_inputs),
+    output:
+        agreement="results/{dataset}/judging/agreement.csv",
+        replay="results/{dataset}/judging/ppi_replay.csv",
+        judged="results/{dataset}/judging/items.parquet",
+        report="results/{dataset}/judging/report.md",
+        figure="results/{dataset}/judging/validation.png",
+    params:
+        policies=POLICIES,
+        validate=config["judging"].get("validate"),
+        scoring=config["judging"]["scoring"],
+        bootstrap=config["routing"]["bootstrap"],
+    log:
+        "results/logs/judge_validation/{dataset}.log",
+    benchmark:
+        "results/benchmarks/judge_validation/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/judging/jobs/judge_validation.py"

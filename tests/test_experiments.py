@@ -83,6 +83,17 @@ def test_study_b_answers_every_policy_per_dataset_and_routes_each_pool(tmp_path,
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
+def test_study_b_judge_answers_judges_and_validates_every_dataset(tmp_path, project_root):
+    """Closed book and the global pool on HotpotQA, MuSiQue and 2Wiki: every answer judged and validated."""
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b_judge"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "generate_answers", "judge_answers", "judge_validation",
+                                              "route_labels")} == {
+        "ingest": 3, "generate_answers": 6, "judge_answers": 6, "judge_validation": 3, "route_labels": None}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_a_hotpotqa_routes_keep_versus_hybrid_without_generation(tmp_path, project_root):
     jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_a_hotpotqa"))
     assert {rule: jobs.get(rule) for rule in ("ingest", "rerank", "run_arm", "generate_answers", "route_labels",

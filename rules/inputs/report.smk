@@ -88,4 +88,6 @@ def summary_inputs(wildcards):
         for pair in cost_pairs(dataset):
             inputs += [output_of("route_costs", key, dataset=dataset, pair=pair) for key in ("policies_csv", "reuse_csv", "frontiers")]
         inputs += study_c_targets(dataset)  # its tables in Markdown, quoted as they are
+        if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
+            inputs.append(output_of("judge_validation", "report", dataset=dataset))
     return inputs

@@ -26,11 +26,24 @@ def reviewed_sheet(wildcards):
     return config["review"]["reviewed"][wildcards.dataset][wildcards.judge]
 
 
+def validation_inputs(wildcards):
+    """The Study A judge's judgments and the answers of every policy, the questions (references) and splits."""
+    dataset = wildcards.dataset
+    return {
+        "study_a": judged(dataset, "study_a"),
+        "answers": [output_of("generate_answers", "answers", dataset=dataset, policy=policy) for policy in POLICIES],
+        "questions": output_of("ingest", "questions", dataset=dataset),
+        "splits": output_of("splits", "splits", dataset=dataset),
+    }
+
+
 def review_targets(dataset):
-    """The review sheets wherever answers are judged, and the agreement of every sheet the config names."""
+    """The review sheets wherever answers are judged, the agreement of every sheet the config names, and the judge
+    validation when `judging.validate` is set."""
     if not answer_targets(dataset):
         return []
     reviewed = config["review"]["reviewed"].get(dataset, {})
+    validation = [output_of("judge_validation", name, dataset=dataset) for name in ("report", "figure")]
     return [output_of("review_export", judge, dataset=dataset) for judge in vocabulary.JUDGES] + [
         output_of("review_agreement", "agreement", dataset=dataset, judge=judge) for judge in vocabulary.JUDGES if judge in reviewed
-    ]
+    ] + (validation if config["judging"].get("validate") else [])

@@ -39,6 +39,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_generation(config)
     check_study_c(config)
     check_review(config)
+    check_judging(config)
     return config
 
 
@@ -229,6 +230,27 @@ def check_review(config: dict[str, Any]) -> None:
             for judge, path in sheets.items()
             if not Path(path).is_file()
         ]
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+ANSWERLESS_FORMATS = frozenset({"beir", "trec", "pool_tsv", "arxiv_metadata"})  # no reference answers to score
+
+
+def check_judging(config: dict[str, Any]) -> None:
+    """Judge validation needs judged answers and reference answers on every dataset it runs on."""
+    if not config["judging"].get("validate"):
+        return
+    problems = []
+    if not config["generation"]["policies"]:
+        problems.append("judging.validate: no answers are judged (generation.policies is empty)")
+    for name, dataset in config["datasets"].items():
+        answerless = dataset["format"] in ANSWERLESS_FORMATS or (
+            dataset["format"] == "unarxive" and not dataset.get("generate_questions"))
+        if answerless:
+            problems.append(f"judging.validate: dataset '{name}' (format {dataset['format']}) has no reference answers "
+                            f"to validate the judge against; validate on a dataset with answers (qasper, hotpotqa, "
+                            f"musique, twowiki, or generated questions) or remove judging.validate")
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
 

@@ -299,6 +299,7 @@ TITLES = {
     "reuse.csv": "Cost: triggering the alternative arm, reusing the base arm's rankings and rerank scores or recomputing them",
     "cost_frontiers.parquet": "Cost: frontier points with measured cost",
     "study_c/tables/report.md": "Study C: strategies",
+    "judging/report.md": "Judge validation against the reference label",
     "generated_questions_report.json": "Generated questions: units sampled, questions kept, failures by cause",
 }
 

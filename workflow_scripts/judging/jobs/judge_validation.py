@@ -1,0 +1,47 @@
+"""Rule judge_validation: the Study A correctness judge against a reference label, and PPI replays (judging/validation.py).
+
+In:  every judged policy's Study A judgments and answers, the questions (reference answers) and the splits (groups);
+     params: the policies, `judging.validate`, `judging.scoring`, the bootstrap settings.
+Out: results/<dataset>/judging/agreement.csv, ppi_replay.csv, items.parquet (output `judged`: the pooled judged answers with their
+     reference label) and validation.png.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import (
+    GENERATIONS,
+    JUDGE_VALIDATION_ITEMS,
+    JUDGMENTS_A,
+    QUESTIONS,
+    SPLITS,
+    read_table,
+    write_table,
+)
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.judging import validation
+
+
+def main(smk: Any) -> None:
+    settings, boot = smk.params.validate, smk.params.bootstrap
+    judged = [(policy, read_table(path, JUDGMENTS_A)) for policy, path in zip(smk.params.policies, smk.input.study_a)]
+    answers = [read_table(path, GENERATIONS) for path in smk.input.answers]
+    items = validation.validation_items(
+        judged, answers, read_table(smk.input.questions, QUESTIONS), read_table(smk.input.splits, SPLITS),
+        settings["reference"], settings["f1_threshold"], smk.params.scoring,
+    )
+    agreement = validation.agreement_table(items, boot["resamples"], settings["seed"], boot["confidence"])
+    replay = validation.replay_table(items, settings["review_sizes"], settings["replays"], settings["seed"], "judge",
+                                     boot["confidence"])
+    write_text_atomic(agreement.write_csv(float_precision=4), Path(smk.output.agreement))
+    write_text_atomic(replay.write_csv(float_precision=4), Path(smk.output.replay))
+    write_table(items, smk.output.judged, JUDGE_VALIDATION_ITEMS)
+    write_text_atomic(validation.report_text(smk.wildcards.dataset, agreement, replay, settings["reference"],
+                                             smk.params.scoring), Path(smk.output.report))
+    validation.validation_figure(items, replay, smk.output.figure,
+                                 f"{smk.wildcards.dataset}: judge vs {settings['reference']} reference")
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
