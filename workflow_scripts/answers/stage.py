@@ -12,10 +12,14 @@ Out (results/<dataset>/answers/):
 - <policy>_study_c.parquet        Study C judge: is_answer, then accuracy … overall 1–5 (question and answer only);
 - summary.csv                     per policy: answers, Study A means on the questions every policy answered and was
                                   judged on (faithfulness also dropping questions where any policy abstained),
-                                  Study C answer rate and unconditional / conditional overall means, and per judge
-                                  the parse failures and how every judgment came about (`<judge>_replies`, e.g.
-                                  "constrained: 15; length: 2"; see judges.obtained_counts);
-- comparisons.csv                 paired differences of correctness vs the first policy, bootstrap over groups.
+                                  Study C answer rate and unconditional / conditional overall means, the number of
+                                  distinct correctness and overall scores, and per judge the parse failures, how
+                                  every judgment came about (`<judge>_replies`, e.g. "constrained: 15; length: 2";
+                                  see judges.obtained_counts) and its score basis (`<judge>_basis`, e.g.
+                                  "masked_exact: 17"). Scores are read as `judging.scoring` says (judges.reading):
+                                  probability-weighted by default, else the values the judge wrote;
+- comparisons.csv                 paired differences of correctness (as read above) vs the first policy, bootstrap
+                                  over groups.
 Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts.
 """
 
