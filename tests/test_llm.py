@@ -430,7 +430,8 @@ def test_smollm2_generates_deterministically_with_uncertainty_and_caches(smollm2
 CACHE_HIT = """
 import sys
 from pathlib import Path
-from tests.test_llm import SMOLLM2, _request
+sys.path.insert(0, "tests")  # ppi_python installs a top-level `tests` package that shadows this folder
+from test_llm import SMOLLM2, _request
 from workflow_scripts.llm import engine as llm
 engine = llm.load_engine(SMOLLM2, Path(sys.argv[1]))
 table = llm.generate([_request("capital", "What is the capital of France?", template="answer_closed_book")],
