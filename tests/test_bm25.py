@@ -294,3 +294,33 @@ def test_the_jvm_heap_is_bounded() -> None:
 
     limit_mib = int(lucene.JVM_HEAP.removeprefix("-Xmx").removesuffix("m"))
     assert autoclass("java.lang.Runtime").getRuntime().maxMemory() <= limit_mib * 2**20
+
+
+SIGSEGV_OWNER = """
+import ctypes
+libc = ctypes.CDLL(None)
+class DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("base", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                ("saddr", ctypes.c_void_p)]
+def owner():  # the shared library whose function handles SIGSEGV now (sa_handler is sigaction's first field)
+    action = (ctypes.c_char * 256)()
+    assert libc.sigaction(11, None, action) == 0
+    info = DlInfo()
+    libc.dladdr(ctypes.c_void_p(ctypes.c_void_p.from_buffer(action).value), ctypes.byref(info))
+    return (info.fname or b"").decode()
+from workflow_scripts.retrieval.lucene import pyserini_ready
+pyserini_ready()
+import xgrammar
+print(owner())
+"""
+
+
+@pytest.mark.slow
+def test_the_jvm_keeps_its_sigsegv_handler_when_xgrammar_is_imported_after_it() -> None:
+    """lucene.py step 5: xgrammar's tvm_ffi installs a SIGSEGV handler when loaded; loaded after the JVM it took the
+    JVM's own faults away and the next BM25 search in that process died (the full test suite segfaulted)."""
+    import subprocess
+
+    owner = subprocess.run([sys.executable, "-c", SIGSEGV_OWNER], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).parent.parent).stdout.strip().splitlines()[-1]
+    assert owner.endswith("libjvm.so"), owner

@@ -25,10 +25,19 @@ Why each step is needed (each one was verified with Pyserini 1.6.0 / Anserini 1.
    a quarter of the machine's memory, and the JVM used it freely (3.5-4.5 GB peak per BM25 job whatever the
    corpus size). What runs in it needs a bounded amount: Lucene's indexing buffer (`bm25.INDEX_BUFFER_MB`) and one
    batch of search hits (`bm25.QUERY_BATCH`); the index itself is memory-mapped, outside the heap.
+5. `CRASH_HANDLER_LIBRARIES`: the JVM takes SIGSEGV in normal operation (implicit null checks and safepoint polls
+   in compiled code) and handles it itself. A native library loaded *after* the JVM that installs its own SIGSEGV
+   handler takes that signal away, and the next such fault in a Lucene thread kills the process with no message.
+   xgrammar's `apache-tvm-ffi` does this from a load-time constructor (`TVMFFIInstallSignalHandler`, 0.1.x), so a
+   process that searched BM25 and then imported xgrammar (a notebook, the test suite) died in the next search.
+   We load each such library that is installed *before* the JVM starts: the JVM then installs its handler over it
+   and chains to it for faults that are not its own; a later import finds the library loaded and changes nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
 from pathlib import Path
 
@@ -39,6 +48,19 @@ INCUBATOR_OPTION = "jdk.incubator.vector"
 # and grows into it (3.5-4.5 GB per BM25 job at any corpus size, benchmarks/README.md "Scale").
 JVM_HEAP = "-Xmx512m"
 OPENAI_PLACEHOLDER = "not-used-by-ragfrontier"
+# Native libraries that replace the SIGSEGV handler when loaded (step 5): (package, library path inside it).
+CRASH_HANDLER_LIBRARIES = (("tvm_ffi", "lib/libtvm_ffi.so"),)
+
+
+def load_crash_handler_libraries() -> None:
+    """Load every installed library of `CRASH_HANDLER_LIBRARIES` now, before the JVM starts (step 5), without
+    importing its Python package (`find_spec` of a top-level package does not run it)."""
+    for package, library in CRASH_HANDLER_LIBRARIES:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            path = Path(next(iter(spec.submodule_search_locations))) / library
+            if path.is_file():
+                ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
 
 
 def java_home() -> Path:
@@ -80,4 +102,5 @@ def pyserini_ready() -> None:
     configure_classpath(str(jars))
     options = [option for option in jnius_config.get_options() if INCUBATOR_OPTION not in option]
     jnius_config.set_options(*options, JVM_HEAP)
+    load_crash_handler_libraries()
     import jnius  # noqa: F401  (importing jnius starts the JVM with the options above)
