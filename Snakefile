@@ -32,6 +32,6 @@ onstart:
 
 
 rule all:
+    default_target: True
     input:
         final_targets(),
-    default_target: True

@@ -9,19 +9,19 @@ rule generate_answers:
         unpack(answer_inputs),
     output:
         answers=sharded("generate_answers", "results/{dataset}/answers/{policy}.parquet"),
-    params:
-        generator=config["models"]["generator"],
-        prompts=answer_templates,
-        splits=answer_splits,
-        cache=LLM_CACHE,
-        model_cache=MODEL_CACHE,
-    threads: MODEL_THREADS
     log:
         sharded("generate_answers", "results/logs/generate_answers/{dataset}_{policy}.log"),
     benchmark:
         sharded("generate_answers", "results/benchmarks/generate_answers/{dataset}_{policy}.tsv")
     conda:
         llm_env("generator")
+    threads: MODEL_THREADS
+    params:
+        generator=config["models"]["generator"],
+        prompts=answer_templates,
+        splits=answer_splits,
+        cache=LLM_CACHE,
+        model_cache=MODEL_CACHE,
     script:
         "../workflow_scripts/answers/stage.py"
 
@@ -33,6 +33,13 @@ rule judge_answers:
     output:
         study_a=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_a.parquet"),
         study_c=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_c.parquet"),
+    log:
+        sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
+    benchmark:
+        sharded("judge_answers", "results/benchmarks/judge_answers/{dataset}_{policy}.tsv")
+    conda:
+        llm_env("judge")
+    threads: MODEL_THREADS
     params:
         judge=config["models"]["judge"],
         max_reasks=config["generation"]["judge_reasks"],
@@ -40,13 +47,6 @@ rule judge_answers:
         splits=config["generation"]["splits"],
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
-    threads: MODEL_THREADS
-    log:
-        sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
-    benchmark:
-        sharded("judge_answers", "results/benchmarks/judge_answers/{dataset}_{policy}.tsv")
-    conda:
-        llm_env("judge")
     script:
         "../workflow_scripts/answers/stage.py"
 
@@ -59,16 +59,16 @@ rule answer_summary:
     output:
         summary="results/{dataset}/answers/summary.csv",
         comparisons="results/{dataset}/answers/comparisons.csv",
-    params:
-        policies=POLICIES,
-        scoring=config["judging"]["scoring"],
-        bootstrap=config["routing"]["bootstrap"],
-        seed=config["routing"]["seed"],
     log:
         "results/logs/answer_summary/{dataset}.log",
     benchmark:
         "results/benchmarks/answer_summary/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        policies=POLICIES,
+        scoring=config["judging"]["scoring"],
+        bootstrap=config["routing"]["bootstrap"],
+        seed=config["routing"]["seed"],
     script:
         "../workflow_scripts/answers/stage.py"

@@ -96,23 +96,43 @@ def unsharded(path):
 # Each shardable stage's gather: the script it runs (the stage's own) and each output's contract and row order
 # (core/shards.gather); rules/gather.smk defines `<stage>_gather` for the stages config `shards` splits.
 GATHERS = {
-    "embed_units": ("../workflow_scripts/retrieval/dense.py", {
-        "vectors": {"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
-        "questions": {"contract": "question_vectors", "as_in": "questions", "column": "qid"}}),
-    "rerank": ("../workflow_scripts/retrieval/rerank.py", {
-        "scores": {"contract": "rerank_scores", "by": ["qid", "unit_id"]}}),
-    "generate_answers": ("../workflow_scripts/answers/stage.py", {
-        "answers": {"contract": "generations", "by": ["request_id"]}}),
-    "judge_answers": ("../workflow_scripts/answers/stage.py", {
-        "study_a": {"contract": "judgments_study_a", "by": ["item_id"]},
-        "study_c": {"contract": "judgments_study_c", "by": ["item_id"]}}),
-    "study_c_queries": ("../workflow_scripts/study_c/synthetic.py", {
-        "queries": {"contract": "study_c_queries", "by": ["qid"]}}),
-    "study_c_strategy": ("../workflow_scripts/study_c/strategies.py", {
-        "run": {"contract": "study_c_runs", "by": ["qid", "rank"]},
-        "answers": {"contract": "study_c_answers", "by": ["qid"]}}),
-    "study_c_judge": ("../workflow_scripts/study_c/tables.py", {
-        "judgments": {"contract": "judgments_study_c", "by": ["item_id"]}}),
+    "embed_units": (
+        "../workflow_scripts/retrieval/dense.py",
+        {
+            "vectors": {"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
+            "questions": {"contract": "question_vectors", "as_in": "questions", "column": "qid"},
+        },
+    ),
+    "rerank": (
+        "../workflow_scripts/retrieval/rerank.py",
+        {"scores": {"contract": "rerank_scores", "by": ["qid", "unit_id"]}},
+    ),
+    "generate_answers": (
+        "../workflow_scripts/answers/stage.py",
+        {"answers": {"contract": "generations", "by": ["request_id"]}},
+    ),
+    "judge_answers": (
+        "../workflow_scripts/answers/stage.py",
+        {
+            "study_a": {"contract": "judgments_study_a", "by": ["item_id"]},
+            "study_c": {"contract": "judgments_study_c", "by": ["item_id"]},
+        },
+    ),
+    "study_c_queries": (
+        "../workflow_scripts/study_c/synthetic.py",
+        {"queries": {"contract": "study_c_queries", "by": ["qid"]}},
+    ),
+    "study_c_strategy": (
+        "../workflow_scripts/study_c/strategies.py",
+        {
+            "run": {"contract": "study_c_runs", "by": ["qid", "rank"]},
+            "answers": {"contract": "study_c_answers", "by": ["qid"]},
+        },
+    ),
+    "study_c_judge": (
+        "../workflow_scripts/study_c/tables.py",
+        {"judgments": {"contract": "judgments_study_c", "by": ["item_id"]}},
+    ),
 }
 
 
@@ -125,8 +145,11 @@ def gather_inputs(stage, tables):
     references = {order["as_in"]: work.input[order["as_in"]] for order in tables.values() if "as_in" in order}
 
     def shard_inputs(wildcards):
-        paths = {f"{key}__{i}": expand(path, shard=shard, **wildcards)[0]
-                 for key, path in outputs.items() for i, shard in enumerate(names)}
+        paths = {
+            f"{key}__{i}": expand(path, shard=shard, **wildcards)[0]
+            for key, path in outputs.items()
+            for i, shard in enumerate(names)
+        }
         return paths | {key: expand(path, **wildcards)[0] for key, path in references.items()}
 
     return shard_inputs

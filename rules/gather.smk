@@ -14,14 +14,14 @@ for gathered_stage, (gather_script, gather_tables) in GATHERS.items():
                 unpack(gather_inputs(gathered_stage, gather_tables)),
             output:
                 **{key: unsharded(path) for key, path in getattr(rules, gathered_stage).output.items()},
-            params:
-                tables=gather_tables,
-                script=gather_script,
             log:
                 unsharded(getattr(rules, gathered_stage).log[0]),
             benchmark:
                 unsharded(getattr(rules, gathered_stage).benchmark)
             conda:
                 "../envs/cpu.yaml"
+            params:
+                tables=gather_tables,
+                script=gather_script,
             script:
                 "{params.script}"

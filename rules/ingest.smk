@@ -8,19 +8,19 @@ rule generate_questions:
     output:
         questions="results/{dataset}/generated_questions.parquet",
         report="results/{dataset}/generated_questions_report.json",
-    params:
-        spec=lambda wildcards: config["datasets"][wildcards.dataset],
-        generator=config["models"]["generator"],
-        prompts=prompt_overrides(vocabulary.QUESTION_TEMPLATES),
-        cache=LLM_CACHE,
-        model_cache=MODEL_CACHE,
-    threads: MODEL_THREADS
     log:
         "results/logs/generate_questions/{dataset}.log",
     benchmark:
         "results/benchmarks/generate_questions/{dataset}.tsv"
     conda:
         llm_env("generator")
+    threads: MODEL_THREADS
+    params:
+        spec=lambda wildcards: config["datasets"][wildcards.dataset],
+        generator=config["models"]["generator"],
+        prompts=prompt_overrides(vocabulary.QUESTION_TEMPLATES),
+        cache=LLM_CACHE,
+        model_cache=MODEL_CACHE,
     script:
         "../workflow_scripts/ingest/questions.py"
 
@@ -33,14 +33,14 @@ rule ingest:
         questions="results/{dataset}/questions.parquet",
         qrels="results/{dataset}/qrels.parquet",
         report="results/{dataset}/ingest_report.json",
-    params:
-        spec=lambda wildcards: config["datasets"][wildcards.dataset],
     log:
         "results/logs/ingest/{dataset}.log",
     benchmark:
         "results/benchmarks/ingest/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        spec=lambda wildcards: config["datasets"][wildcards.dataset],
     script:
         "../workflow_scripts/ingest/stage.py"
 
@@ -50,14 +50,14 @@ rule splits:
         questions=rules.ingest.output.questions,
     output:
         splits="results/{dataset}/splits.parquet",
-    params:
-        fractions=config["splits"]["fractions"],
-        seed=config["splits"]["seed"],
     log:
         "results/logs/splits/{dataset}.log",
     benchmark:
         "results/benchmarks/splits/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        fractions=config["splits"]["fractions"],
+        seed=config["splits"]["seed"],
     script:
         "../workflow_scripts/ingest/splits.py"

@@ -11,14 +11,14 @@ rule cost_ledger:
     output:
         ledger="results/{dataset}/cost/ledger.parquet",
         stages="results/{dataset}/cost/stages.csv",
-    params:
-        sources=cost_sources,
     log:
         "results/logs/cost_ledger/{dataset}.log",
     benchmark:
         "results/benchmarks/cost_ledger/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        sources=cost_sources,
     script:
         "../workflow_scripts/cost/stage.py"
 
@@ -37,16 +37,16 @@ rule route_costs:
         frontiers="results/{dataset}/cost/{pair}/cost_frontiers.parquet",
         reuse="results/{dataset}/cost/{pair}/reuse.parquet",
         reuse_csv="results/{dataset}/cost/{pair}/reuse.csv",
-    params:
-        pair=route_pair,
-        costing=pair_costing,
-        budgets=config["budgets"],
     log:
         "results/logs/route_costs/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_costs/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        pair=route_pair,
+        costing=pair_costing,
+        budgets=config["budgets"],
     script:
         "../workflow_scripts/cost/stage.py"
 
@@ -59,18 +59,48 @@ rule report_figures:
         policies=rules.route_costs.output.policies,
         cost_frontiers=rules.route_costs.output.frontiers,
     output:
-        frontiers=report("results/{dataset}/report/{pair}/frontiers.png", caption="../report/frontiers.rst",
-                         category="{dataset}", subcategory="{pair}", labels={"figure": "frontiers"}),
-        calibration=report("results/{dataset}/report/{pair}/calibration.png", caption="../report/calibration.rst",
-                           category="{dataset}", subcategory="{pair}", labels={"figure": "calibration"}),
-        outcomes=report("results/{dataset}/report/{pair}/outcomes.png", caption="../report/outcomes.rst",
-                        category="{dataset}", subcategory="{pair}", labels={"figure": "outcomes"}),
-        utility=report("results/{dataset}/report/{pair}/utility.png", caption="../report/utility.rst",
-                       category="{dataset}", subcategory="{pair}", labels={"figure": "utility"}),
-        cost_breakdown=report("results/{dataset}/report/{pair}/cost_breakdown.png", caption="../report/cost_breakdown.rst",
-                              category="{dataset}", subcategory="{pair}", labels={"figure": "cost_breakdown"}),
-        cost_frontiers=report("results/{dataset}/report/{pair}/cost_frontiers.png", caption="../report/cost_frontiers.rst",
-                              category="{dataset}", subcategory="{pair}", labels={"figure": "cost_frontiers"}),
+        frontiers=report(
+            "results/{dataset}/report/{pair}/frontiers.png",
+            caption="../report/frontiers.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "frontiers"},
+        ),
+        calibration=report(
+            "results/{dataset}/report/{pair}/calibration.png",
+            caption="../report/calibration.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "calibration"},
+        ),
+        outcomes=report(
+            "results/{dataset}/report/{pair}/outcomes.png",
+            caption="../report/outcomes.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "outcomes"},
+        ),
+        utility=report(
+            "results/{dataset}/report/{pair}/utility.png",
+            caption="../report/utility.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "utility"},
+        ),
+        cost_breakdown=report(
+            "results/{dataset}/report/{pair}/cost_breakdown.png",
+            caption="../report/cost_breakdown.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "cost_breakdown"},
+        ),
+        cost_frontiers=report(
+            "results/{dataset}/report/{pair}/cost_frontiers.png",
+            caption="../report/cost_frontiers.rst",
+            category="{dataset}",
+            subcategory="{pair}",
+            labels={"figure": "cost_frontiers"},
+        ),
     log:
         "results/logs/report_figures/{dataset}_{pair}.log",
     benchmark:
@@ -86,15 +116,15 @@ rule summary:
         summary_inputs,
     output:
         summary=report(f"results/summary_{config['name']}.md", caption="../report/summary.rst", category="Tables"),
-    params:
-        datasets=DATASETS,
-        name=config["name"],
     log:
         "results/logs/summary/summary.log",
     benchmark:
         "results/benchmarks/summary/summary.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        datasets=DATASETS,
+        name=config["name"],
     script:
         "../workflow_scripts/report/stage.py"
 
@@ -111,12 +141,27 @@ rule study_c_figures:
         paired=lambda wildcards: output_of("study_c_tables", "paired", dataset=wildcards.dataset),
         cost=lambda wildcards: output_of("study_c_tables", "cost", dataset=wildcards.dataset),
     output:
-        metrics=report("results/{dataset}/report/study_c/metrics.png", caption="../report/study_c_metrics.rst",
-                       category="{dataset}", subcategory="study_c", labels={"figure": "metrics"}),
-        paired=report("results/{dataset}/report/study_c/paired.png", caption="../report/study_c_paired.rst",
-                      category="{dataset}", subcategory="study_c", labels={"figure": "paired"}),
-        cost=report("results/{dataset}/report/study_c/cost.png", caption="../report/study_c_cost.rst",
-                    category="{dataset}", subcategory="study_c", labels={"figure": "cost"}),
+        metrics=report(
+            "results/{dataset}/report/study_c/metrics.png",
+            caption="../report/study_c_metrics.rst",
+            category="{dataset}",
+            subcategory="study_c",
+            labels={"figure": "metrics"},
+        ),
+        paired=report(
+            "results/{dataset}/report/study_c/paired.png",
+            caption="../report/study_c_paired.rst",
+            category="{dataset}",
+            subcategory="study_c",
+            labels={"figure": "paired"},
+        ),
+        cost=report(
+            "results/{dataset}/report/study_c/cost.png",
+            caption="../report/study_c_cost.rst",
+            category="{dataset}",
+            subcategory="study_c",
+            labels={"figure": "cost"},
+        ),
     log:
         "results/logs/study_c_figures/{dataset}.log",
     benchmark:

@@ -8,15 +8,15 @@ rule index_bm25:
         units=rules.ingest.output.units,
     output:
         index=directory("results/{dataset}/index/bm25"),
-    params:
-        title=config["retrieval"]["title"],
-    threads: config["retrieval"]["bm25"]["threads"]
     log:
         "results/logs/index_bm25/{dataset}.log",
     benchmark:
         "results/benchmarks/index_bm25/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    threads: config["retrieval"]["bm25"]["threads"]
+    params:
+        title=config["retrieval"]["title"],
     script:
         "../workflow_scripts/retrieval/bm25.py"
 
@@ -29,17 +29,17 @@ rule embed_units:
     output:
         vectors=sharded("embed_units", "results/{dataset}/dense/unit_vectors.parquet"),
         questions=sharded("embed_units", "results/{dataset}/dense/question_vectors.parquet"),
-    params:
-        embedder=config["models"]["embedder"],
-        title=config["retrieval"]["title"],
-        cache=EMBEDDING_CACHE,
-    threads: MODEL_THREADS
     log:
         sharded("embed_units", "results/logs/embed_units/{dataset}.log"),
     benchmark:
         sharded("embed_units", "results/benchmarks/embed_units/{dataset}.tsv")
     conda:
         "../envs/cpu.yaml"
+    threads: MODEL_THREADS
+    params:
+        embedder=config["models"]["embedder"],
+        title=config["retrieval"]["title"],
+        cache=EMBEDDING_CACHE,
     script:
         "../workflow_scripts/retrieval/dense.py"
 
@@ -49,15 +49,15 @@ rule index_dense:
         vectors=unsharded(rules.embed_units.output.vectors),
     output:
         index="results/{dataset}/index/dense.faiss",
-    params:
-        index=config["retrieval"]["dense_index"],
-    threads: MODEL_THREADS
     log:
         "results/logs/index_dense/{dataset}.log",
     benchmark:
         "results/benchmarks/index_dense/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    threads: MODEL_THREADS
+    params:
+        index=config["retrieval"]["dense_index"],
     script:
         "../workflow_scripts/retrieval/dense.py"
 
@@ -68,16 +68,16 @@ rule retrieve_bm25:
         questions=rules.ingest.output.questions,
     output:
         ranking="results/{dataset}/first_stage/bm25_{scope}.parquet",
-    params:
-        bm25=config["retrieval"]["bm25"],
-        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "bm25", wildcards.scope),
-    threads: config["retrieval"]["bm25"]["threads"]
     log:
         "results/logs/retrieve_bm25/{dataset}_{scope}.log",
     benchmark:
         "results/benchmarks/retrieve_bm25/{dataset}_{scope}.tsv"
     conda:
         "../envs/cpu.yaml"
+    threads: config["retrieval"]["bm25"]["threads"]
+    params:
+        bm25=config["retrieval"]["bm25"],
+        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "bm25", wildcards.scope),
     script:
         "../workflow_scripts/retrieval/bm25.py"
 
@@ -87,15 +87,15 @@ rule retrieve_dense:
         unpack(dense_search_inputs),
     output:
         ranking="results/{dataset}/first_stage/dense_{scope}.parquet",
-    params:
-        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
-    threads: MODEL_THREADS
     log:
         "results/logs/retrieve_dense/{dataset}_{scope}.log",
     benchmark:
         "results/benchmarks/retrieve_dense/{dataset}_{scope}.tsv"
     conda:
         "../envs/cpu.yaml"
+    threads: MODEL_THREADS
+    params:
+        depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
     script:
         "../workflow_scripts/retrieval/dense.py"
 
@@ -105,19 +105,19 @@ rule rerank:
         unpack(rerank_inputs),
     output:
         scores=sharded("rerank", "results/{dataset}/rerank/{reranker}.parquet"),
-    params:
-        reranker=lambda wildcards: config["models"]["rerankers"][wildcards.reranker],
-        arms=lambda wildcards: arms_reranked_by(wildcards.dataset, wildcards.reranker),
-        title=config["retrieval"]["title"],
-        cache=RERANK_CACHE,
-        model_cache=MODEL_CACHE,
-    threads: MODEL_THREADS
     log:
         sharded("rerank", "results/logs/rerank/{dataset}_{reranker}.log"),
     benchmark:
         sharded("rerank", "results/benchmarks/rerank/{dataset}_{reranker}.tsv")
     conda:
         "../envs/cpu.yaml"
+    threads: MODEL_THREADS
+    params:
+        reranker=lambda wildcards: config["models"]["rerankers"][wildcards.reranker],
+        arms=lambda wildcards: arms_reranked_by(wildcards.dataset, wildcards.reranker),
+        title=config["retrieval"]["title"],
+        cache=RERANK_CACHE,
+        model_cache=MODEL_CACHE,
     script:
         "../workflow_scripts/retrieval/rerank.py"
 
@@ -128,14 +128,14 @@ rule run_arm:
     output:
         run="results/{dataset}/runs/{arm}.parquet",
         trec="results/{dataset}/runs/{arm}.trec",
-    params:
-        arm=lambda wildcards: config["arms"][wildcards.arm],
     log:
         "results/logs/run_arm/{dataset}_{arm}.log",
     benchmark:
         "results/benchmarks/run_arm/{dataset}_{arm}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        arm=lambda wildcards: config["arms"][wildcards.arm],
     script:
         "../workflow_scripts/retrieval/arms.py"
 
@@ -148,14 +148,14 @@ rule evaluate_arm:
     output:
         metrics="results/{dataset}/metrics/{arm}.parquet",
         summary="results/{dataset}/metrics/{arm}_summary.parquet",
-    params:
-        measures=config["evaluation"]["measures"],
     log:
         "results/logs/evaluate_arm/{dataset}_{arm}.log",
     benchmark:
         "results/benchmarks/evaluate_arm/{dataset}_{arm}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        measures=config["evaluation"]["measures"],
     script:
         "../workflow_scripts/retrieval/evaluate.py"
 
@@ -163,18 +163,19 @@ rule evaluate_arm:
 rule retrieval_summary:
     input:
         lambda wildcards: [
-            output_of("evaluate_arm", "summary", dataset=wildcards.dataset, arm=arm) for arm in arms_for(wildcards.dataset)
+            output_of("evaluate_arm", "summary", dataset=wildcards.dataset, arm=arm)
+            for arm in arms_for(wildcards.dataset)
         ],
     output:
         csv="results/{dataset}/metrics/summary.csv",
         markdown="results/{dataset}/metrics/summary.md",
-    params:
-        by_split=lambda wildcards: splits_matter(wildcards.dataset),
     log:
         "results/logs/retrieval_summary/{dataset}.log",
     benchmark:
         "results/benchmarks/retrieval_summary/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        by_split=lambda wildcards: splits_matter(wildcards.dataset),
     script:
         "../workflow_scripts/retrieval/evaluate.py"

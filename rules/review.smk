@@ -9,17 +9,17 @@ rule review_export:
     output:
         study_a="results/{dataset}/review/study_a_sample.csv",
         study_c="results/{dataset}/review/study_c_sample.csv",
-    params:
-        policies=POLICIES,
-        runs=shown_runs,
-        per_stratum=config["review"]["per_stratum"],
-        seed=config["review"]["seed"],
     log:
         "results/logs/review_export/{dataset}.log",
     benchmark:
         "results/benchmarks/review_export/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        policies=POLICIES,
+        runs=shown_runs,
+        per_stratum=config["review"]["per_stratum"],
+        seed=config["review"]["seed"],
     script:
         "../workflow_scripts/judging/review.py"
 
@@ -30,6 +30,14 @@ rule review_agreement:
         reviewed=reviewed_sheet,
     output:
         agreement="results/{dataset}/review/{judge}_agreement.csv",
+    log:
+        "results/logs/review_agreement/{dataset}_{judge}.log",
+    benchmark:
+        "results/benchmarks/review_agreement/{dataset}_{judge}.tsv"
+    wildcard_constraints:
+        judge="|".join(vocabulary.JUDGES),
+    conda:
+        "../envs/cpu.yaml"
     params:
         policies=POLICIES,
         runs=shown_runs,
@@ -37,14 +45,6 @@ rule review_agreement:
         seed=config["review"]["seed"],
         ppi_min_reviewed=config["review"]["ppi_min_reviewed"],
         scoring=config["judging"]["scoring"],
-    wildcard_constraints:
-        judge="|".join(vocabulary.JUDGES),
-    log:
-        "results/logs/review_agreement/{dataset}_{judge}.log",
-    benchmark:
-        "results/benchmarks/review_agreement/{dataset}_{judge}.tsv"
-    conda:
-        "../envs/cpu.yaml"
     script:
         "../workflow_scripts/judging/review.py"
 
@@ -58,16 +58,16 @@ rule judge_validation:
         judged="results/{dataset}/judging/items.parquet",
         report="results/{dataset}/judging/report.md",
         figure="results/{dataset}/judging/validation.png",
-    params:
-        policies=POLICIES,
-        validate=config["judging"].get("validate"),
-        scoring=config["judging"]["scoring"],
-        bootstrap=config["routing"]["bootstrap"],
     log:
         "results/logs/judge_validation/{dataset}.log",
     benchmark:
         "results/benchmarks/judge_validation/{dataset}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        policies=POLICIES,
+        validate=config["judging"].get("validate"),
+        scoring=config["judging"]["scoring"],
+        bootstrap=config["routing"]["bootstrap"],
     script:
         "../workflow_scripts/judging/jobs/judge_validation.py"

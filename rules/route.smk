@@ -10,14 +10,14 @@ rule route_labels:
     output:
         labels="results/{dataset}/routing/{pair}/labels.parquet",
         utility="results/{dataset}/routing/{pair}/utility.csv",
-    params:
-        pair=route_pair,
     log:
         "results/logs/route_labels/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_labels/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        pair=route_pair,
     script:
         "../workflow_scripts/routing/stage.py"
 
@@ -27,14 +27,14 @@ rule route_features:
         unpack(route_feature_inputs),
     output:
         features="results/{dataset}/routing/{pair}/features.parquet",
-    params:
-        pair=route_pair,
     log:
         "results/logs/route_features/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_features/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        pair=route_pair,
     script:
         "../workflow_scripts/routing/stage.py"
 
@@ -49,16 +49,16 @@ rule route_fit:
         oof="results/{dataset}/routing/{pair}/oof_scores.parquet",
         thresholds="results/{dataset}/routing/{pair}/thresholds.csv",
         frozen=expand("results/{{dataset}}/routing/{{pair}}/frozen/{router}.json", router=ROUTERS),
-    params:
-        routing=subset(config["routing"], ["measured_cost", "cost_per_trigger", "n_splits", "seed"]),
-        routers=config["routing"]["routers"],
-        measured=measured_cost_settings,
     log:
         "results/logs/route_fit/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_fit/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        routing=subset(config["routing"], ["measured_cost", "cost_per_trigger", "n_splits", "seed"]),
+        routers=config["routing"]["routers"],
+        measured=measured_cost_settings,
     script:
         "../workflow_scripts/routing/stage.py"
 
@@ -73,15 +73,15 @@ rule route_heldout:
         routed="results/{dataset}/routing/{pair}/routed.parquet",
         policies="results/{dataset}/routing/{pair}/policies.csv",
         comparisons="results/{dataset}/routing/{pair}/comparisons.csv",
-    params:
-        routing=subset(config["routing"], ["bootstrap", "seed"]),
-        routers=config["routing"]["routers"],
     log:
         "results/logs/route_heldout/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_heldout/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        routing=subset(config["routing"], ["bootstrap", "seed"]),
+        routers=config["routing"]["routers"],
     script:
         "../workflow_scripts/routing/stage.py"
 
@@ -92,15 +92,15 @@ rule route_frontiers:
     output:
         frontiers="results/{dataset}/routing/{pair}/frontiers.parquet",
         audit="results/{dataset}/routing/{pair}/audit.parquet",
-    params:
-        routers=config["routing"]["routers"],
-        budgets=config["budgets"],
-        seed=config["routing"]["seed"],
     log:
         "results/logs/route_frontiers/{dataset}_{pair}.log",
     benchmark:
         "results/benchmarks/route_frontiers/{dataset}_{pair}.tsv"
     conda:
         "../envs/cpu.yaml"
+    params:
+        routers=config["routing"]["routers"],
+        budgets=config["budgets"],
+        seed=config["routing"]["seed"],
     script:
         "../workflow_scripts/routing/stage.py"

@@ -17,6 +17,13 @@ if "study_c" in config:
         output:
             queries=sharded("study_c_queries", "results/{dataset}/study_c/queries.parquet"),
             report=sharded("study_c_queries", "results/{dataset}/study_c/queries_report.json"),
+        log:
+            sharded("study_c_queries", "results/logs/study_c_queries/{dataset}.log"),
+        benchmark:
+            sharded("study_c_queries", "results/benchmarks/study_c_queries/{dataset}.tsv")
+        conda:
+            llm_env("generator")
+        threads: MODEL_THREADS
         params:
             papers=STUDY_C["papers"],
             seed=STUDY_C["seed"],
@@ -24,28 +31,20 @@ if "study_c" in config:
             prompts=prompt_overrides(vocabulary.SYNTHETIC_TEMPLATES),
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
-        threads: MODEL_THREADS
-        log:
-            sharded("study_c_queries", "results/logs/study_c_queries/{dataset}.log"),
-        benchmark:
-            sharded("study_c_queries", "results/benchmarks/study_c_queries/{dataset}.tsv")
-        conda:
-            llm_env("generator")
         script:
             "../workflow_scripts/study_c/synthetic.py"
-
 
     rule study_c_colbert_checkpoint:
         output:
             checkpoint=directory("results/study_c/colbert_checkpoint"),
-        params:
-            colbert=STUDY_C["colbert"],
         log:
             "results/logs/study_c_colbert_checkpoint/checkpoint.log",
         benchmark:
             "results/benchmarks/study_c_colbert_checkpoint/checkpoint.tsv"
         conda:
             "../envs/colbert.yaml"
+        params:
+            colbert=STUDY_C["colbert"],
         script:
             "../workflow_scripts/retrieval/colbert.py"
 
@@ -54,15 +53,15 @@ if "study_c" in config:
             unpack(study_c_colbert_inputs),
         output:
             index=directory("results/{dataset}/study_c/colbert_index"),
-        params:
-            colbert=STUDY_C["colbert"],
-        threads: MODEL_THREADS
         log:
             "results/logs/study_c_colbert_index/{dataset}.log",
         benchmark:
             "results/benchmarks/study_c_colbert_index/{dataset}.tsv"
         conda:
             "../envs/colbert.yaml"
+        threads: MODEL_THREADS
+        params:
+            colbert=STUDY_C["colbert"],
         script:
             "../workflow_scripts/retrieval/colbert.py"
 
@@ -72,6 +71,13 @@ if "study_c" in config:
         output:
             run=sharded("study_c_strategy", "results/{dataset}/study_c/runs/{strategy}.parquet"),
             answers=sharded("study_c_strategy", "results/{dataset}/study_c/answers/{strategy}.parquet"),
+        log:
+            sharded("study_c_strategy", "results/logs/study_c_strategy/{dataset}_{strategy}.log"),
+        benchmark:
+            sharded("study_c_strategy", "results/benchmarks/study_c_strategy/{dataset}_{strategy}.tsv")
+        conda:
+            "../envs/colbert.yaml"
+        threads: MODEL_THREADS
         params:
             settings=lambda wildcards: strategy_params(wildcards.strategy)["settings"],
             colbert=lambda wildcards: strategy_params(wildcards.strategy)["colbert"],
@@ -81,16 +87,8 @@ if "study_c" in config:
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
             embedding_cache=EMBEDDING_CACHE,
-        threads: MODEL_THREADS
-        log:
-            sharded("study_c_strategy", "results/logs/study_c_strategy/{dataset}_{strategy}.log"),
-        benchmark:
-            sharded("study_c_strategy", "results/benchmarks/study_c_strategy/{dataset}_{strategy}.tsv")
-        conda:
-            "../envs/colbert.yaml"
         script:
             "../workflow_scripts/study_c/strategies.py"
-
 
     rule study_c_judge:
         input:
@@ -98,22 +96,21 @@ if "study_c" in config:
             answers=unsharded(rules.study_c_strategy.output.answers),
         output:
             judgments=sharded("study_c_judge", "results/{dataset}/study_c/judgments/{strategy}.parquet"),
-        params:
-            judge=config["models"]["judge"],
-            max_reasks=STUDY_C["judge_reasks"],
-            prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
-            cache=LLM_CACHE,
-            model_cache=MODEL_CACHE,
-        threads: MODEL_THREADS
         log:
             sharded("study_c_judge", "results/logs/study_c_judge/{dataset}_{strategy}.log"),
         benchmark:
             sharded("study_c_judge", "results/benchmarks/study_c_judge/{dataset}_{strategy}.tsv")
         conda:
             llm_env("judge")
+        threads: MODEL_THREADS
+        params:
+            judge=config["models"]["judge"],
+            max_reasks=STUDY_C["judge_reasks"],
+            prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
+            cache=LLM_CACHE,
+            model_cache=MODEL_CACHE,
         script:
             "../workflow_scripts/study_c/tables.py"
-
 
     rule study_c_tables:
         input:
@@ -130,15 +127,15 @@ if "study_c" in config:
             gap="results/{dataset}/study_c/tables/gap.csv",
             cost="results/{dataset}/study_c/tables/cost.csv",
             report="results/{dataset}/study_c/tables/report.md",
-        params:
-            strategies=STUDY_C["strategies"],
-            bootstrap=STUDY_C["bootstrap"],
-            scoring=config["judging"]["scoring"],
         log:
             "results/logs/study_c_tables/{dataset}.log",
         benchmark:
             "results/benchmarks/study_c_tables/{dataset}.tsv"
         conda:
             "../envs/cpu.yaml"
+        params:
+            strategies=STUDY_C["strategies"],
+            bootstrap=STUDY_C["bootstrap"],
+            scoring=config["judging"]["scoring"],
         script:
             "../workflow_scripts/study_c/tables.py"

@@ -96,3 +96,14 @@ def test_every_public_function_has_a_caller_outside_the_tests():
                 if uses < 2:  # its own definition only
                     unused.append(f"{name}.{node.name}")
     assert unused == []
+
+
+def test_rules_are_formatted_by_snakefmt():
+    """Snakemake's own style (the workflow catalog checks it): `snakefmt --check` at pyproject.toml's line length."""
+    import subprocess
+    import sys
+
+    snakefmt = Path(sys.executable).parent / "snakefmt"
+    process = subprocess.run([str(snakefmt), "--check", "Snakefile", "rules"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True)
+    assert process.returncode == 0, f"run `.venv/bin/snakefmt Snakefile rules`:\n{process.stderr[-2000:]}"

@@ -43,4 +43,7 @@ def judged(dataset, judge):
 def answer_targets(dataset):
     if not POLICIES or not set(POLICIES) - {vocabulary.CLOSED_BOOK} <= set(arms_for(dataset)):
         return []
-    return [output_of("answer_summary", "summary", dataset=dataset), output_of("answer_summary", "comparisons", dataset=dataset)]
+    return [
+        output_of("answer_summary", "summary", dataset=dataset),
+        output_of("answer_summary", "comparisons", dataset=dataset),
+    ]

@@ -26,26 +26,56 @@ def cost_sources(wildcards):
     methods = sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)})
     for method, scope in methods:
         device = config["models"]["embedder"]["device"] if method == "dense" else "cpu"
-        sources.append({"stage": f"retrieve_{method}", "component": scope, "device": device,
-                        "tables": [output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=scope)],
-                        "benchmarks": benchmarks_of(f"retrieve_{method}", dataset=dataset, scope=scope)})
+        sources.append(
+            {
+                "stage": f"retrieve_{method}",
+                "component": scope,
+                "device": device,
+                "tables": [output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=scope)],
+                "benchmarks": benchmarks_of(f"retrieve_{method}", dataset=dataset, scope=scope),
+            }
+        )
     for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
-        sources.append({"stage": "rerank", "component": reranker, "device": config["models"]["rerankers"][reranker]["device"],
-                        "tables": [output_of("rerank", "scores", dataset=dataset, reranker=reranker)],
-                        "benchmarks": benchmarks_of("rerank", dataset=dataset, reranker=reranker)})
+        sources.append(
+            {
+                "stage": "rerank",
+                "component": reranker,
+                "device": config["models"]["rerankers"][reranker]["device"],
+                "tables": [output_of("rerank", "scores", dataset=dataset, reranker=reranker)],
+                "benchmarks": benchmarks_of("rerank", dataset=dataset, reranker=reranker),
+            }
+        )
     for arm in sorted(arms):
-        sources.append({"stage": "run_arm", "component": arm, "tables": [output_of("run_arm", "run", dataset=dataset, arm=arm)],
-                        "benchmarks": benchmarks_of("run_arm", dataset=dataset, arm=arm)})
+        sources.append(
+            {
+                "stage": "run_arm",
+                "component": arm,
+                "tables": [output_of("run_arm", "run", dataset=dataset, arm=arm)],
+                "benchmarks": benchmarks_of("run_arm", dataset=dataset, arm=arm),
+            }
+        )
     for policy in answered_policies(dataset):
-        sources.append({"stage": "generate_answers", "component": policy,
-                        "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
-                        "benchmarks": benchmarks_of("generate_answers", dataset=dataset, policy=policy)})
+        sources.append(
+            {
+                "stage": "generate_answers",
+                "component": policy,
+                "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
+                "benchmarks": benchmarks_of("generate_answers", dataset=dataset, policy=policy),
+            }
+        )
     judge = config["models"]["judge"]
     for policy in POLICIES if answer_targets(dataset) else []:
-        sources.append({"stage": "judge_answers", "component": policy,
-                        "device": judge.get("base_url") or judge.get("device", "cpu"),
-                        "tables": [output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES],
-                        "benchmarks": benchmarks_of("judge_answers", dataset=dataset, policy=policy)})
+        sources.append(
+            {
+                "stage": "judge_answers",
+                "component": policy,
+                "device": judge.get("base_url") or judge.get("device", "cpu"),
+                "tables": [
+                    output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES
+                ],
+                "benchmarks": benchmarks_of("judge_answers", dataset=dataset, policy=policy),
+            }
+        )
     return sources
 
 
@@ -82,11 +112,17 @@ def summary_inputs(wildcards):
         if "generate_questions" in config["datasets"][dataset]:
             inputs.append(output_of("generate_questions", "report", dataset=dataset))
         if arms_for(dataset):
-            inputs += [output_of("retrieval_summary", "csv", dataset=dataset), output_of("cost_ledger", "stages", dataset=dataset)]
+            inputs += [
+                output_of("retrieval_summary", "csv", dataset=dataset),
+                output_of("cost_ledger", "stages", dataset=dataset),
+            ]
         inputs += [path for path in answer_targets(dataset) if path.endswith(".csv")]
         inputs += [path for path in routing_targets(dataset) if path.endswith((".csv", "audit.parquet"))]
         for pair in cost_pairs(dataset):
-            inputs += [output_of("route_costs", key, dataset=dataset, pair=pair) for key in ("policies_csv", "reuse_csv", "frontiers")]
+            inputs += [
+                output_of("route_costs", key, dataset=dataset, pair=pair)
+                for key in ("policies_csv", "reuse_csv", "frontiers")
+            ]
         inputs += study_c_targets(dataset)  # its tables in Markdown, quoted as they are
         if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
             inputs.append(output_of("judge_validation", "report", dataset=dataset))

@@ -7,9 +7,7 @@ def first_stage_depth(dataset, method, scope):
     from workflow_scripts.retrieval.arms import first_stage_depth as depth_of, first_stages
 
     return max(
-        depth_of(arm)
-        for arm in arms_for(dataset).values()
-        if arm["scope"] == scope and method in first_stages(arm)
+        depth_of(arm) for arm in arms_for(dataset).values() if arm["scope"] == scope and method in first_stages(arm)
     )
 
 

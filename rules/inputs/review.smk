@@ -17,7 +17,11 @@ def review_inputs(wildcards):
 def shown_runs(wildcards):
     """policy → the run whose units the answer saw (None for closed_book)."""
     return {
-        policy: None if policy == vocabulary.CLOSED_BOOK else output_of("run_arm", "run", dataset=wildcards.dataset, arm=policy)
+        policy: (
+            None
+            if policy == vocabulary.CLOSED_BOOK
+            else output_of("run_arm", "run", dataset=wildcards.dataset, arm=policy)
+        )
         for policy in POLICIES
     }
 
@@ -44,6 +48,12 @@ def review_targets(dataset):
         return []
     reviewed = config["review"]["reviewed"].get(dataset, {})
     validation = [output_of("judge_validation", name, dataset=dataset) for name in ("report", "figure")]
-    return [output_of("review_export", judge, dataset=dataset) for judge in vocabulary.JUDGES] + [
-        output_of("review_agreement", "agreement", dataset=dataset, judge=judge) for judge in vocabulary.JUDGES if judge in reviewed
-    ] + (validation if config["judging"].get("validate") else [])
+    return (
+        [output_of("review_export", judge, dataset=dataset) for judge in vocabulary.JUDGES]
+        + [
+            output_of("review_agreement", "agreement", dataset=dataset, judge=judge)
+            for judge in vocabulary.JUDGES
+            if judge in reviewed
+        ]
+        + (validation if config["judging"].get("validate") else [])
+    )

@@ -61,8 +61,11 @@ def measured_cost_inputs(wildcards):
     that give each reranked arm its candidates (none with the abstract routing.cost_per_trigger)."""
     if not config["routing"].get("measured_cost"):
         return {}
-    return {"ledger": output_of("cost_ledger", "ledger", dataset=wildcards.dataset), **pair_rankings(wildcards),
-            **pair_source_files(wildcards)}
+    return {
+        "ledger": output_of("cost_ledger", "ledger", dataset=wildcards.dataset),
+        **pair_rankings(wildcards),
+        **pair_source_files(wildcards),
+    }
 
 
 def measured_cost_settings(wildcards):
@@ -76,22 +79,35 @@ def measured_cost_settings(wildcards):
 def pair_sources(wildcards):
     """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/stage.py)."""
     dataset, pair = wildcards.dataset, wildcards.pair
-    return [{"stage": "route_features", "component": pair,
-             "tables": [output_of("route_features", "features", dataset=dataset, pair=pair)],
-             "benchmarks": benchmarks_of("route_features", dataset=dataset, pair=pair)}]
+    return [
+        {
+            "stage": "route_features",
+            "component": pair,
+            "tables": [output_of("route_features", "features", dataset=dataset, pair=pair)],
+            "benchmarks": benchmarks_of("route_features", dataset=dataset, pair=pair),
+        }
+    ]
 
 
 def pair_source_files(wildcards):
-    return {f"pair_{source['stage']}_{index}": path
-            for source in pair_sources(wildcards) for index, path in enumerate((*source["tables"], *source["benchmarks"]))}
+    return {
+        f"pair_{source['stage']}_{index}": path
+        for source in pair_sources(wildcards)
+        for index, path in enumerate((*source["tables"], *source["benchmarks"]))
+    }
 
 
 def pair_costing(wildcards):
     """What pricing a pair's trigger reads: its two arms (only), reuse, prices, the rankings of its pools and
     its own stages."""
     pair = route_pair(wildcards)
-    return {"arms": subset(config["arms"], [pair["base"], pair["alternative"]]), "reuse": config["costs"]["reuse"],
-            "prices": config["costs"]["prices"], "rankings": pair_rankings(wildcards), "pair_sources": pair_sources(wildcards)}
+    return {
+        "arms": subset(config["arms"], [pair["base"], pair["alternative"]]),
+        "reuse": config["costs"]["reuse"],
+        "prices": config["costs"]["prices"],
+        "rankings": pair_rankings(wildcards),
+        "pair_sources": pair_sources(wildcards),
+    }
 
 
 def routed_pairs(dataset):
@@ -107,6 +123,11 @@ def routing_targets(dataset):
     return [
         output_of(rule, key, dataset=dataset, pair=pair)
         for pair in routed_pairs(dataset)
-        for rule, key in [("route_labels", "utility"), ("route_heldout", "policies"), ("route_heldout", "comparisons"),
-                          ("route_frontiers", "frontiers"), ("route_frontiers", "audit")]
+        for rule, key in [
+            ("route_labels", "utility"),
+            ("route_heldout", "policies"),
+            ("route_heldout", "comparisons"),
+            ("route_frontiers", "frontiers"),
+            ("route_frontiers", "audit"),
+        ]
     ]

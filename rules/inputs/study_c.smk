@@ -20,14 +20,18 @@ def study_c_colbert_inputs(wildcards):
 def study_c_strategy_inputs(wildcards):
     """Queries and corpus; the PLAID index (and built checkpoint) for colbert, the dense stage's files otherwise."""
     dataset = wildcards.dataset
-    inputs = {"queries": output_of("study_c_queries", "queries", dataset=dataset),
-              "units": output_of("ingest", "units", dataset=dataset)}
+    inputs = {
+        "queries": output_of("study_c_queries", "queries", dataset=dataset),
+        "units": output_of("ingest", "units", dataset=dataset),
+    }
     if wildcards.strategy == "colbert":
         inputs |= {key: path for key, path in study_c_colbert_inputs(wildcards).items() if key == "checkpoint"}
         inputs["colbert_index"] = output_of("study_c_colbert_index", "index", dataset=dataset)
     else:
-        inputs |= {"vectors": output_of("embed_units", "vectors", dataset=dataset),
-                   "index": output_of("index_dense", "index", dataset=dataset)}
+        inputs |= {
+            "vectors": output_of("embed_units", "vectors", dataset=dataset),
+            "index": output_of("index_dense", "index", dataset=dataset),
+        }
     return inputs
 
 
@@ -43,4 +47,7 @@ def strategy_params(strategy):
 
 
 def study_c_outputs(rule, key, wildcards):
-    return [output_of(rule, key, dataset=wildcards.dataset, strategy=strategy) for strategy in config["study_c"]["strategies"]]
+    return [
+        output_of(rule, key, dataset=wildcards.dataset, strategy=strategy)
+        for strategy in config["study_c"]["strategies"]
+    ]
