@@ -24,7 +24,6 @@ from workflow_scripts.routing.frontiers import (
     audit_splits,
     calibration_audit,
     check_budgets,
-    conservative_cost,
     dkw_epsilon,
     frontier_table,
     grouped_split,
@@ -54,8 +53,11 @@ def test_frontiers_by_hand():
     assert row[("conservative", 0.3)]["accuracy"] == pytest.approx(0.4)
     assert row[("conservative", 0.9)]["epsilon"] == epsilon
     assert (row[("conservative", 0.9)]["threshold"], row[("conservative", 0.9)]["usage"]) == (5.0, 0.8)
-    cost = conservative_cost(table).row(0, named=True)
-    assert cost["accuracy_cost"] == pytest.approx(0.6 - 0.4) and cost["conservative_usage"] == 0.0
+    # budgets.heldout_term: ε gains the held-out Hoeffding term, sqrt(ln 40 / 20) + sqrt(ln 40 / 10) = 1.02
+    wide = frontier_table(CALIBRATION, HELDOUT, [0.3, 0.9], heldout_term=True)
+    wide = wide.filter(pl.col("frontier") == "conservative")
+    assert wide["epsilon"].to_list() == [pytest.approx(math.sqrt(math.log(40) / 20) + math.sqrt(math.log(40) / 10))] * 2
+    assert wide["usage"].to_list() == [0.0, 0.0]
 
 
 def test_exact_frontier_shares_a_straddling_tie_block():

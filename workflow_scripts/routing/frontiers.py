@@ -3,9 +3,9 @@
 In:  router scores on a calibration split (qid, score) and on the held-out split (qid, score, metric_on,
      metric_off — the query's metric when the router fires / does not, from the LABELS table); a budget grid.
 Out: `frontier_table` — one row per (frontier, budget): threshold, epsilon, calibration_usage, usage,
-     transfer_error = usage − ρ, accuracy = mean metric under the policy; `conservative_cost` — accuracy lost by
-     the conservative rule per budget; `calibration_audit` — over R grouped calibration/held-out re-splits × every
-     router, the share of combinations whose realized held-out usage exceeds ρ, per budget and rule.
+     transfer_error = usage − ρ, accuracy = mean metric under the policy; `calibration_audit` — over R grouped
+     calibration/held-out re-splits × every router, the share of combinations whose realized held-out usage exceeds
+     ρ, per budget and rule.
 
 Rules (trigger ⇔ score > threshold, strictly, everywhere):
 - exact: the top ⌊ρn⌋ held-out queries by score (a ranking diagnostic, not deployable). A block of tied scores
@@ -21,8 +21,9 @@ Rules (trigger ⇔ score > threshold, strictly, everywhere):
   s_(k)). The two-sided form would use ln(2/δ) and be needlessly wider. When ρ − ε ≤ 0 nothing is retrieved
   (threshold +inf). The guarantee is on the population rate; the usage realized on m held-out queries adds its
   own binomial noise (sd sqrt(ρ(1 − ρ)/m)), which ε absorbs in practice when m is not much smaller than n. With
-  `heldout_n = m` the rule also covers that: ε = sqrt(ln(2/δ)/(2n)) + sqrt(ln(2/δ)/(2m)) (δ split in two halves,
-  DKW on calibration plus Hoeffding on the held-out count), so the realized rate is ≤ ρ with probability ≥ 1 − δ.
+  `heldout_term` (config `budgets.heldout_term`) the rule also covers that: ε = sqrt(ln(2/δ)/(2n)) +
+  sqrt(ln(2/δ)/(2m)) (δ split in two halves, DKW on calibration plus Hoeffding on the held-out count), so the
+  realized rate is ≤ ρ with probability ≥ 1 − δ.
 Budgets are decimal fractions; ⌈⌉ and ⌊⌋ of n·ρ absorb a 1e-9 rounding error so that e.g. n = 100, ρ = 0.7
 triggers exactly 70.
 """
@@ -126,7 +127,7 @@ def _heldout_arrays(heldout: pl.DataFrame) -> _Heldout:
 
 
 def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Sequence[float], delta: float = 0.05,
-                   heldout_slack: bool = False) -> pl.DataFrame:
+                   heldout_term: bool = False) -> pl.DataFrame:
     """The exact, deployable and conservative frontiers of one router (see the module docstring)."""
     grid = check_budgets(budgets)
     if "score" not in calibration.columns:
@@ -134,7 +135,7 @@ def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Se
     sorted_calibration = np.sort(_scores(calibration["score"].to_numpy(), "calibration"))
     n_cal = sorted_calibration.size
     held = _heldout_arrays(heldout)
-    epsilon = dkw_epsilon(n_cal, delta, held.n if heldout_slack else None)
+    epsilon = dkw_epsilon(n_cal, delta, held.n if heldout_term else None)
     slots, exact_accuracy = held.exact_accuracy(grid)
     rows = [{"frontier": "exact", "budget": grid, "threshold": np.full(grid.size, np.nan), "epsilon": 0.0,
              "calibration_usage": np.full(grid.size, np.nan), "usage": slots / held.n, "accuracy": exact_accuracy}]
@@ -154,16 +155,6 @@ def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Se
     ).select(list(FRONTIERS.columns))
 
 
-def conservative_cost(frontiers: pl.DataFrame) -> pl.DataFrame:
-    """Per budget: deployable and conservative usage and accuracy, and accuracy_cost = deployable − conservative."""
-    wide = {rule: frontiers.filter(pl.col("frontier") == rule).select(
-        "budget", pl.col("usage").alias(f"{rule}_usage"), pl.col("accuracy").alias(f"{rule}_accuracy"))
-        for rule in RULES}
-    joined = wide["deployable"].join(wide["conservative"], on="budget")
-    return joined.with_columns(
-        (pl.col("deployable_accuracy") - pl.col("conservative_accuracy")).alias("accuracy_cost")).sort("budget")
-
-
 def grouped_split(groups: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> np.ndarray:
     """Calibration mask: groups in a seeded random order join calibration until it holds at least the fraction of
     queries (at least one group on each side)."""
@@ -181,7 +172,7 @@ def grouped_split(groups: np.ndarray, calibration_fraction: float, rng: np.rando
 
 def audit_splits(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFrame, routers: Sequence[str],
                  budgets: Sequence[float], R: int = 20, seed: int = 0, delta: float = 0.05,
-                 calibration_fraction: float = 0.5, heldout_slack: bool = False) -> pl.DataFrame:
+                 calibration_fraction: float = 0.5, heldout_term: bool = False) -> pl.DataFrame:
     """One row per (split, router, budget, rule): threshold, usage, violated (usage > budget), accuracy.
     `scores` is long (qid, router, score); `labels` has qid, metric_on, metric_off; `groups` qid, group_id."""
     grid = check_budgets(budgets)
@@ -206,7 +197,7 @@ def audit_splits(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFram
             sorted_calibration = np.sort(score[mask])
             held = _Heldout(score[~mask], *(table[c].cast(pl.Float64).to_numpy()[~mask]
                                             for c in ("metric_on", "metric_off")))
-            epsilon = dkw_epsilon(sorted_calibration.size, delta, held.n if heldout_slack else None)
+            epsilon = dkw_epsilon(sorted_calibration.size, delta, held.n if heldout_term else None)
             for rule, slack in (("deployable", 0.0), ("conservative", epsilon)):
                 thresholds = rule_thresholds(sorted_calibration, grid - slack)
                 triggered = held.triggered(thresholds)
@@ -219,10 +210,10 @@ def audit_splits(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFram
 
 def calibration_audit(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFrame, routers: Sequence[str],
                       budgets: Sequence[float], R: int = 20, seed: int = 0, delta: float = 0.05,
-                      calibration_fraction: float = 0.5, heldout_slack: bool = False) -> pl.DataFrame:
+                      calibration_fraction: float = 0.5, heldout_term: bool = False) -> pl.DataFrame:
     """Share of router × split combinations whose realized held-out usage exceeds the budget, per budget and rule."""
     detail = audit_splits(scores, labels, groups, routers, budgets, R, seed, delta, calibration_fraction,
-                          heldout_slack)
+                          heldout_term)
     return detail.group_by("budget", "rule").agg(
         pl.len().cast(pl.Int64).alias("combinations"),
         pl.col("violated").sum().cast(pl.Int64).alias("violations"),

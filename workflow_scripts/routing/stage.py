@@ -48,7 +48,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.vocabulary import is_retrieval_pair
+from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_retrieval_pair
 from workflow_scripts.cost.stage import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
@@ -217,10 +217,10 @@ def policy_rows(heldout: pl.DataFrame, costs: Mapping[str, float]) -> list[dict[
     rows = []
     for (router,), table in heldout.group_by("router", maintain_order=True):
         fired = table["triggered"]
-        adaptive = table["adaptive"]
+        adaptive = table[ADAPTIVE]
         rows.append({
-            "router": router, "questions": table.height, "off": table["metric_off"].mean(),
-            "always_on": table["metric_on"].mean(), "adaptive": adaptive.mean(), "trigger_rate": fired.mean(),
+            "router": router, "questions": table.height, OFF: table["metric_off"].mean(),
+            ALWAYS_ON: table["metric_on"].mean(), ADAPTIVE: adaptive.mean(), "trigger_rate": fired.mean(),
             "rescues": int((fired & (table["delta"] > 0)).sum()), "harms": int((fired & (table["delta"] < 0)).sum()),
             "cost_per_trigger": costs[router], "utility": float((adaptive - costs[router] * fired.cast(pl.Float64)).mean()),
         })
@@ -237,14 +237,14 @@ def heldout_rule(smk: Any) -> None:
     routed = routed_scores(frozen, features).join(labels, on="qid")
     write_parquet_atomic(routed, smk.output.routed)
     heldout = routed.filter(pl.col("split") == "heldout").with_columns(
-        pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias("adaptive")
+        pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias(ADAPTIVE)
     )
     costs = {name: read_artifact(Path(path).read_bytes())["metadata"]["cost_per_trigger"] for name, path in frozen.items()}
     write_text_atomic(pl.DataFrame(policy_rows(heldout, costs)).write_csv(float_precision=6), smk.output.policies)
     boot = settings["bootstrap"]
     comparisons = [
-        compare_policies(table.rename({"metric_on": "always_on", "metric_off": "off"}),
-                         [("adaptive", "always_on"), ("adaptive", "off")], B=boot["resamples"], seed=settings["seed"],
+        compare_policies(table.rename({"metric_on": ALWAYS_ON, "metric_off": OFF}),
+                         [(ADAPTIVE, ALWAYS_ON), (ADAPTIVE, OFF)], B=boot["resamples"], seed=settings["seed"],
                          method=boot["method"], confidence=boot["confidence"]).with_columns(pl.lit(router).alias("router"))
         for (router,), table in heldout.group_by("router", maintain_order=True)
     ]
@@ -260,12 +260,13 @@ def frontier_rule(smk: Any) -> None:
     for router in knobbed:
         table = routed.filter(pl.col("router") == router)
         frontier = frontier_table(table.filter(pl.col("split") == "calibration"), table.filter(pl.col("split") == "heldout"),
-                                  budgets["grid"], budgets["delta"])
+                                  budgets["grid"], budgets["delta"], budgets["heldout_term"])
         tables.append(frontier.with_columns(pl.lit(router).alias("router")))
     write_parquet_atomic(pl.concat(tables), smk.output.frontiers)
     labels = routed.select("qid", "metric_on", "metric_off", "delta").unique("qid")
     audit = calibration_audit(routed.select("qid", "router", "score"), labels, routed.select("qid", "group_id").unique("qid"),
-                              knobbed, budgets["grid"], budgets["audit_splits"], smk.params.seed, budgets["delta"])
+                              knobbed, budgets["grid"], budgets["audit_splits"], smk.params.seed, budgets["delta"],
+                              heldout_term=budgets["heldout_term"])
     write_parquet_atomic(audit, smk.output.audit)
 
 
