@@ -13,7 +13,9 @@ import pytest
 from workflow_scripts.core.contracts import RUNS, conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
-from workflow_scripts.ingest.stage import load_dataset, log_warnings, report
+from ingest_helpers import load_dataset
+
+from workflow_scripts.ingest.stage import log_warnings, report
 from workflow_scripts.retrieval.evaluate import parse_measures, per_query
 
 POOL = "trec-dl19-passage/bergen-provence/rerank_file.trecdl19.spladev3.top50.txt"

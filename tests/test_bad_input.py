@@ -16,7 +16,7 @@ from workflow_helpers import make_workdir, snakemake
 
 from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.stage import load_dataset
+from ingest_helpers import load_dataset
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.stage import load_dataset, report
+from ingest_helpers import load_dataset
+
+from workflow_scripts.ingest.stage import report
 
 
 def paper(paper_id: str, paragraphs: list[str], questions: list[tuple[str, list[str]]]) -> dict:

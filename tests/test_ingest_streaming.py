@@ -12,6 +12,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from ingest_helpers import load_dataset
+
 from workflow_scripts.core import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest import stage
@@ -106,9 +108,9 @@ def docs(ids: list[str], blank: tuple[str, ...] = ()) -> list[dict]:
 
 def test_many_batches_give_the_tables_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = beir(tmp_path / "beir", docs([f"d{i}" for i in range(20)], blank=("d4", "d17")))
-    whole = stage.load_dataset("b", spec)
+    whole = load_dataset("b", spec)
     monkeypatch.setattr(stage, "BATCH_UNITS", 3)
-    batched = stage.load_dataset("b", spec)
+    batched = load_dataset("b", spec)
     assert batched.units.equals(whole.units) and batched.counts == whole.counts
     assert whole.counts["units_empty_dropped"] == 2 and whole.counts["qrels_unknown_units"] == 1
     outputs = {key: str(tmp_path / "out" / f"{key}.parquet") for key in ("units", "questions", "qrels")}
@@ -130,7 +132,7 @@ def test_duplicate_ids_over_the_stream_give_the_whole_table_message(
     monkeypatch.setattr(stage, "BATCH_UNITS", batch)
     spec = beir(tmp_path / "beir", docs(ids, blank))
     with pytest.raises(InputError, match=rf"^datasets.b \(beir\): table 'units': {expected}$"):
-        stage.load_dataset("b", spec)
+        load_dataset("b", spec)
     units = tmp_path / "out" / "units.parquet"
     with pytest.raises(InputError, match=expected):
         stage.ingest_dataset("b", spec, {"units": str(units), "questions": "", "qrels": "", "report": ""})
@@ -141,4 +143,4 @@ def test_a_hash_collision_falls_back_to_the_ids(tmp_path: Path, monkeypatch: pyt
     """Equal hashes only send the ids themselves to the exact check: distinct ids pass."""
     monkeypatch.setattr(stage, "BATCH_UNITS", 2)
     monkeypatch.setattr(pl.Series, "hash", lambda self, *args, **kwargs: pl.Series([7] * len(self), dtype=pl.UInt64))
-    assert stage.load_dataset("b", beir(tmp_path / "beir", docs(["d1", "d2", "d3", "d9"]))).units.height == 4
+    assert load_dataset("b", beir(tmp_path / "beir", docs(["d1", "d2", "d3", "d9"]))).units.height == 4

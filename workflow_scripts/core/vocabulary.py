@@ -1,4 +1,4 @@
-"""The names every stage shares, defined once: scopes, first stages, splits, policies, scorers, judges and what
+"""The names every stage shares, defined once: scopes, splits, policies, scorers, judges and what
 each LLM job renders. The rules (`rules/*.smk`), the config checker and the stage modules import them from here.
 
 In:  nothing (constants only; importing this module costs nothing, so the Snakefile may).
@@ -7,7 +7,6 @@ Out: the tuples and mappings below.
 
 # --- Retrieval
 SCOPES = ("global", "group")  # global: the whole corpus; group: the question's own paper or candidate paragraphs
-FIRST_STAGES = ("bm25", "dense", "hybrid")  # hybrid = RRF of bm25 and dense (retrieval/fusion.py)
 
 
 def ranking_name(method: str, scope: str) -> str:
@@ -48,7 +47,6 @@ QUESTION_TEMPLATES = ("generated_question",)  # questions written from a unit (i
 
 # --- Study C's six strategies (study_c/strategies.py), classic first (the paired baseline), and what each reads:
 # its templates and its `study_c` settings
-STRATEGIES = ("classic", "rephrased", "rephrased_reranked", "fusion", "tool_call", "colbert")
 STRATEGY_TEMPLATES = {
     "classic": ("answer_rag",),
     "rephrased": ("rephrase", "answer_rag"),

@@ -12,8 +12,8 @@ the corpus; they are checked and written in batches of `BATCH_UNITS` rows (fewer
 `BATCH_TEXT` characters), one Parquet row group each, into the atomic temporary file of `units.parquet`, so the
 job holds one batch of units, never the corpus. Kept across batches: the unit ids (the uniqueness check over a
 stream needs every id; ids are short) — the report's and the checks' other figures are read back from the written
-file, a column at a time. Questions and qrels are built in memory (small next to a corpus). `load_dataset` runs
-the same code with the batches kept in memory (tests, benchmarks, callers that want the bundle).
+file, a column at a time. Questions and qrels are built in memory (small next to a corpus). `build` takes any sink
+with `write(batch)` and `finish() -> LazyFrame` (the tests keep the batches in memory).
 
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
@@ -74,19 +74,6 @@ class Tables:
     notes: dict[str, str]
 
 
-class MemorySink:
-    """Keeps the written unit batches in memory (`load_dataset`)."""
-
-    def __init__(self) -> None:
-        self.batches: list[pl.DataFrame] = []
-
-    def write(self, batch: pl.DataFrame) -> None:
-        self.batches.append(batch)
-
-    def finish(self) -> pl.LazyFrame:
-        return (pl.concat(self.batches) if self.batches else pl.DataFrame(schema=UNITS.schema)).lazy()
-
-
 class ParquetSink:
     """Writes the unit batches to one zstd Parquet file (with statistics) at `path`. A single batch (a small
     corpus) is written by polars at `finish`, the very file `contracts.write_table` writes; from the second batch
@@ -130,7 +117,7 @@ class UnitBatches:
     check over the whole stream (`check_ids`): a 64-bit hash of every unit id read, and the ids of the units read
     but not written (empty text, or a repeat inside its batch)."""
 
-    def __init__(self, dataset: str, sink: MemorySink | ParquetSink) -> None:
+    def __init__(self, dataset: str, sink: Any) -> None:
         self.dataset, self.sink = dataset, sink
         self.hashes: list[pl.Series] = []
         self.unwritten: list[pl.Series] = []
@@ -181,7 +168,7 @@ def generated_tables(dataset: str, generated: pl.DataFrame) -> tuple[pl.DataFram
 
 
 def build(
-    dataset: str, spec: Mapping[str, Any], sink: MemorySink | ParquetSink, generated: pl.DataFrame | None = None
+    dataset: str, spec: Mapping[str, Any], sink: Any, generated: pl.DataFrame | None = None
 ) -> Tables:
     """Stream `dataset` through its format's adapter into `sink` in batches and apply the shared clean-up and
     contract checks; with `generated` (a dataset with `generate_questions`), its questions and qrels are those."""
@@ -219,14 +206,6 @@ def build(
     tables = Tables(units=written, questions=questions, qrels=qrels, counts=counts, notes=dict(rest.notes))
     check_usable(dataset, spec, tables)
     return tables
-
-
-def load_dataset(dataset: str, spec: Mapping[str, Any]) -> Ingested:
-    """Read `dataset` with its format's adapter and apply the shared clean-up and contract checks, all units in
-    memory (the ingest job streams them to disk instead: `ingest_dataset`)."""
-    tables = build(dataset, spec, MemorySink())
-    return Ingested(units=tables.units.collect(), questions=tables.questions, qrels=tables.qrels,
-                    counts=tables.counts, notes=tables.notes)
 
 
 def bad_ids(table: pl.DataFrame | pl.LazyFrame, column: str) -> list[str]:

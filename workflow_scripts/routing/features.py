@@ -41,7 +41,6 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 
-FAMILIES = ("base_arm", "query_only", "uncertainty", "retrieval_score")
 VECTOR_DEPTH = 10
 OUTSIDE_RANK = VECTOR_DEPTH + 1
 
