@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

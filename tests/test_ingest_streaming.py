@@ -1,5 +1,5 @@
 """Streaming ingest reads and writes what whole-file ingest did: the same lines and line numbers, the same
-values, the same error messages (`core/files.py`), and the same tables, counts and errors when the units are
+values, the same error messages (`ingest/files.py`), and the same tables, counts and errors when the units are
 written in many batches (`ingest/stage.py`)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from ingest_helpers import load_dataset
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest import stage
 

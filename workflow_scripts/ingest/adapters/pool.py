@@ -32,7 +32,7 @@ from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, UnitStream
 from workflow_scripts.ingest.adapters.beir import Qrel, judged_rest

@@ -45,7 +45,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (

@@ -9,7 +9,7 @@ Out: checked file paths; (place, record) pairs where the place names the file an
 
 Every adapter takes its file paths from `input_path`; its `load` collects its `stream` with `collect`. The
 record-based ones (hotpotqa, ircot, musique, twowiki, unarxive, arxiv_metadata) read their files with
-`read_records` or `stream_records`, which stream both layouts record by record (`core/files.py`), and qasper
+`read_records` or `stream_records`, which stream both layouts record by record (`ingest/files.py`), and qasper
 checks its fields with `field` and `strings` too.
 
 Every problem is an `InputError` naming the config key, or the file, the record and the key at fault.
@@ -22,7 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core import contracts, files
+from workflow_scripts.core import contracts
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Rest, Units, UnitStream
 

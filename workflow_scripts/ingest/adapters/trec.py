@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, UnitStream
 from workflow_scripts.ingest.adapters.beir import Qrel, document_row, judged_rest, parse_relevance, unique_qrels

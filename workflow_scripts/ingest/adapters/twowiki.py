@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.hotpotqa import official_question_row, supporting_facts

@@ -42,7 +42,7 @@ import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from workflow_scripts.core import files
+from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Rest, UnitStream
 from workflow_scripts.ingest.adapters.source_records import (
