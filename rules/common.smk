@@ -8,7 +8,7 @@ import sys
 from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
-from workflow_scripts.core.vocabulary import is_retrieval_pair
+from workflow_scripts.core.vocabulary import is_closed_book_pair
 from workflow_scripts.core.shards import GATHER_RULE_SUFFIX, shard_names
 
 try:

@@ -5,7 +5,7 @@ import pytest
 
 from workflow_scripts.core.contracts import LABELS, conform
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import is_retrieval_pair
+from workflow_scripts.core.vocabulary import is_closed_book_pair
 from workflow_scripts.routing.labels import (
     answer_correctness,
     arm_labels,
@@ -117,5 +117,5 @@ def test_answer_correctness_refuses_failed_mismatched_or_unknown_inputs():
 
 
 def test_only_a_closed_book_base_makes_a_retrieval_pair():
-    assert is_retrieval_pair({"base": "closed_book", "alternative": "bm25"})
-    assert not is_retrieval_pair({"base": "keep", "alternative": "hybrid"})
+    assert is_closed_book_pair({"base": "closed_book", "alternative": "bm25"})
+    assert not is_closed_book_pair({"base": "keep", "alternative": "hybrid"})

@@ -21,7 +21,7 @@ def answer_splits(wildcards):
     labelled = {
         side
         for pair in config["routing"]["pairs"].values()
-        if is_retrieval_pair(pair)
+        if is_closed_book_pair(pair)
         for side in (pair["base"], pair["alternative"])
     }
     if wildcards.policy in labelled:

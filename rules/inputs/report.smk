@@ -11,7 +11,7 @@ def answered_policies(dataset):
     policies = list(POLICIES) if answer_targets(dataset) else []
     for name in routed_pairs(dataset):
         pair = config["routing"]["pairs"][name]
-        policies += [side for side in (pair["base"], pair["alternative"]) if is_retrieval_pair(pair)]
+        policies += [side for side in (pair["base"], pair["alternative"]) if is_closed_book_pair(pair)]
     return sorted(set(policies))
 
 
@@ -91,7 +91,7 @@ def cost_pairs(dataset):
     return sorted(
         name
         for name in routed_pairs(dataset)
-        if is_retrieval_pair(pairs[name]) or {pairs[name]["base"], pairs[name]["alternative"]} <= answered
+        if is_closed_book_pair(pairs[name]) or {pairs[name]["base"], pairs[name]["alternative"]} <= answered
     )
 
 

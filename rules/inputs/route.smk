@@ -8,14 +8,14 @@ def route_pair(wildcards):
 
 def pair_scope(pair):
     """The scope of the pair's retrieval arm: the base arm (Study A) or the alternative (Study B)."""
-    return config["arms"][pair["alternative"] if is_retrieval_pair(pair) else pair["base"]]["scope"]
+    return config["arms"][pair["alternative"] if is_closed_book_pair(pair) else pair["base"]]["scope"]
 
 
 def route_label_inputs(wildcards):
     """Study A: the two arms' per-query metrics. Study B: both policies' answers, the questions' references."""
     pair, dataset = route_pair(wildcards), wildcards.dataset
     inputs = {"splits": output_of("splits", "splits", dataset=dataset)}
-    if is_retrieval_pair(pair):
+    if is_closed_book_pair(pair):
         return inputs | {
             "base": output_of("generate_answers", "answers", dataset=dataset, policy=pair["base"]),
             "alternative": output_of("generate_answers", "answers", dataset=dataset, policy=pair["alternative"]),

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
-from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORERS, is_retrieval_pair
+from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORERS, is_closed_book_pair
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 
@@ -150,7 +150,7 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
     if pair["base"] == pair["alternative"]:
         same = f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}"
         return [f"{same}; a router chooses between two different policies"]
-    if is_retrieval_pair(pair):
+    if is_closed_book_pair(pair):
         problems = study_b_problems(name, pair, config)
     else:
         problems = [
@@ -165,15 +165,15 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
             )
     if problems:
         return problems
-    retrieval_arm = pair["alternative"] if is_retrieval_pair(pair) else pair["base"]
+    retrieval_arm = pair["alternative"] if is_closed_book_pair(pair) else pair["base"]
     scope = config["arms"][retrieval_arm]["scope"]
     families = pair["features"]
-    if "uncertainty" in families and not is_retrieval_pair(pair):
+    if "uncertainty" in families and not is_closed_book_pair(pair):
         problems.append(
             f"routing.pairs.{name}.features: 'uncertainty' needs the closed-book answers (generate_answers for "
             f"policy closed_book), which only a pair with base closed_book (Study B) configures"
         )
-    if "base_arm" in families and not is_retrieval_pair(pair):
+    if "base_arm" in families and not is_closed_book_pair(pair):
         base = config["arms"][pair["base"]]
         if base["first_stage"] == "bm25" or not base["rerank"]:
             problems.append(

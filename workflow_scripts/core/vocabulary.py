@@ -22,7 +22,7 @@ SPLIT_ORDER = ("dev", "calibration", "heldout")
 CLOSED_BOOK = "closed_book"  # the policy that answers without retrieval: Study B's base
 
 
-def is_retrieval_pair(pair: dict) -> bool:
+def is_closed_book_pair(pair: dict) -> bool:
     """A routing pair whose base is closed_book is Study B's retrieve-or-not decision (labels from answers);
     any other pair is Study A's switch between two arms (labels from retrieval metrics)."""
     return pair["base"] == CLOSED_BOOK

@@ -48,7 +48,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_retrieval_pair
+from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_closed_book_pair
 from workflow_scripts.cost.stage import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
@@ -110,7 +110,7 @@ def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
 def pair_labels(smk: Any) -> tuple[pl.DataFrame, str | None, int]:
     """The pair's labels, the generator model behind them (Study B) and the questions without references."""
     pair = smk.params.pair
-    if not is_retrieval_pair(pair):
+    if not is_closed_book_pair(pair):
         labels = arm_labels(pl.read_parquet(smk.input.base), pl.read_parquet(smk.input.alternative), pair["measure"],
                             (pair["base"], pair["alternative"]))
         return labels, None, 0
