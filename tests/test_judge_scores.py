@@ -5,14 +5,13 @@ computation from the model's own logits."""
 
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import numpy as np
 import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
+from local_server import JsonHandler, chat_completion, serving
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import judges, scores
@@ -115,7 +114,7 @@ def test_a_gated_refusal_is_rescored_under_the_answer_branch(tmp_path):
     assert row["overall_expected"] == pytest.approx(0.3 * 3.0) and row["score_basis"] == "masked_exact"
 
 
-class LogprobServer(BaseHTTPRequestHandler):
+class LogprobServer(JsonHandler):
     """/v1/chat/completions returning a Study A judge reply with top_logprobs per token ("bare" model: none)."""
 
     bodies: ClassVar[list[dict]] = []
@@ -123,35 +122,22 @@ class LogprobServer(BaseHTTPRequestHandler):
                               (', "correctness": ', {}), ("1", {"1": 0.5, "2": 0.25, "0": 0.25}),
                               (', "faithfulness": ', {}), ("2", {"2": 1.0}), ("}", {})]
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         LogprobServer.bodies.append(body)
         text = "".join(token for token, _ in self.TOKENS)
         content = [{"token": token, "logprob": LOG(top.get(token, 1.0)),
                     "top_logprobs": [{"token": alt, "logprob": LOG(p)} for alt, p in (top or {token: 1.0}).items()]}
                    for token, top in self.TOKENS]
-        choice = {"message": {"content": text}, "finish_reason": "stop"}
-        if body["model"] != "bare":
-            choice["logprobs"] = {"content": content}
-        data = json.dumps({"choices": [choice], "usage": {"prompt_tokens": 50, "completion_tokens": 7}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        logprobs = {} if body["model"] == "bare" else {"logprobs": {"content": content}}
+        self.send_json(200, chat_completion(text, **logprobs))
 
 
 @pytest.fixture()
 def logprob_server():
     LogprobServer.bodies = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), LogprobServer)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(LogprobServer) as url:
+        yield url
 
 
 def test_openai_expected_scores_come_from_top_logprobs_and_a_bare_server_is_warned_about(logprob_server, tmp_path,

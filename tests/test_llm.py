@@ -7,13 +7,12 @@ import json
 import math
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import polars as pl
 import pytest
+from local_server import JsonHandler, serving
 
 from workflow_scripts.core.cache import read_cache
 from workflow_scripts.core.contracts import LLM_CACHE
@@ -176,37 +175,26 @@ def test_context_policy_cuts_evidence_never_the_question():
 # ---- OpenAI-compatible server ---------------------------------------------------------------------------
 
 
-class ChatServer(BaseHTTPRequestHandler):
+class ChatServer(JsonHandler):
     """Canned /v1/chat/completions: the last message's text picks the behaviour."""
 
     calls: ClassVar[list[dict]] = []
     headers_seen: ClassVar[list[dict]] = []
 
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: dict | str) -> None:
-        data = (json.dumps(body) if isinstance(body, dict) else body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         ChatServer.calls.append(body)
         ChatServer.headers_seen.append(dict(self.headers))
         question = body["messages"][-1]["content"]
         tries = sum(call["messages"][-1]["content"] == question for call in ChatServer.calls)
         if "slow" in question:
             time.sleep(0.5)
-            return self._send(200, _completion("late"))
+            return self.send_json(200, _completion("late"))
         if "flaky" in question and tries == 1:
-            return self._send(503, "overloaded")
+            return self.send_json(503, "overloaded")
         if "bad" in question:
-            return self._send(400, {"error": "unknown parameter"})
-        return self._send(200, _completion("Paris.", logprobs="plain" not in question))
+            return self.send_json(400, {"error": "unknown parameter"})
+        return self.send_json(200, _completion("Paris.", logprobs="plain" not in question))
 
 
 def _completion(text: str, logprobs: bool = True) -> dict:
@@ -223,12 +211,8 @@ def _completion(text: str, logprobs: bool = True) -> dict:
 @pytest.fixture()
 def server():
     ChatServer.calls, ChatServer.headers_seen = [], []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(ChatServer) as url:
+        yield url
 
 
 def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_path, monkeypatch, caplog):

@@ -6,12 +6,11 @@ import json
 import logging
 import math
 import sys
-import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
+from local_server import JsonHandler, chat_completion, serving
 
 from workflow_scripts.core.contracts import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
@@ -221,40 +220,27 @@ def test_vllm_gets_structured_outputs_params_per_request(pytestconfig):
 # ---- openai: response_format against a local server ---------------------------------------------------------
 
 
-class SchemaServer(BaseHTTPRequestHandler):
+class SchemaServer(JsonHandler):
     """/v1/chat/completions that either honours response_format or rejects it ("reject" in the model name)."""
 
     bodies: ClassVar[list[dict]] = []
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         SchemaServer.bodies.append(body)
         if "response_format" in body and "reject" in body["model"]:
             status, reply = 400, {"error": {"message": "response_format json_schema is not supported by this server"}}
         else:
             text = '{"search": "graph laplacian solvers"}' if "response_format" in body else "Search for it."
-            reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 30, "completion_tokens": 9}}
-            status = 200
-        data = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            status, reply = 200, chat_completion(text, prompt_tokens=30, completion_tokens=9)
+        self.send_json(status, reply)
 
 
 @pytest.fixture()
 def schema_server():
     SchemaServer.bodies = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), SchemaServer)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(SchemaServer) as url:
+        yield url
 
 
 def _openai(base_url: str, **spec) -> llm.Engine:

@@ -7,12 +7,11 @@ all-MiniLM-L6-v2 and ColBERT a tiny untrained checkpoint built from a BERT confi
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import polars as pl
 import pytest
 import yaml
+from local_server import JsonHandler, chat_completion, serving
 from test_colbert import tiny_encoder
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
@@ -167,29 +166,15 @@ def scripted_reply(messages: list[dict]) -> str:
     raise AssertionError(f"unexpected prompt {name}")
 
 
-class ScriptedChat(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class ScriptedChat(JsonHandler):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = scripted_reply(body["messages"])
-        data = json.dumps({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 50, "completion_tokens": 7}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(200, chat_completion(scripted_reply(self.read_json()["messages"])))
 
 
 @pytest.fixture()
 def chat_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with serving(ScriptedChat) as url:
+        yield url
 
 
 @pytest.mark.slow
