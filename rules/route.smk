@@ -19,7 +19,7 @@ rule route_labels:
     params:
         pair=route_pair,
     script:
-        "../workflow_scripts/routing/stage.py"
+        "../workflow_scripts/routing/jobs/route_labels.py"
 
 
 rule route_features:
@@ -36,7 +36,7 @@ rule route_features:
     params:
         pair=route_pair,
     script:
-        "../workflow_scripts/routing/stage.py"
+        "../workflow_scripts/routing/jobs/route_features.py"
 
 
 rule route_fit:
@@ -60,7 +60,7 @@ rule route_fit:
         routers=config["routing"]["routers"],
         measured=measured_cost_settings,
     script:
-        "../workflow_scripts/routing/stage.py"
+        "../workflow_scripts/routing/jobs/route_fit.py"
 
 
 rule route_heldout:
@@ -83,7 +83,7 @@ rule route_heldout:
         routing=subset(config["routing"], ["bootstrap", "seed"]),
         routers=config["routing"]["routers"],
     script:
-        "../workflow_scripts/routing/stage.py"
+        "../workflow_scripts/routing/jobs/route_heldout.py"
 
 
 rule route_frontiers:
@@ -103,4 +103,4 @@ rule route_frontiers:
         budgets=config["budgets"],
         seed=config["routing"]["seed"],
     script:
-        "../workflow_scripts/routing/stage.py"
+        "../workflow_scripts/routing/jobs/route_frontiers.py"

@@ -222,11 +222,9 @@ def test_trigger_cost_is_what_firing_adds(study_a):
 
 
 def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
-    from types import SimpleNamespace
-
     from workflow_scripts.core.contracts import SPLITS
+    from workflow_scripts.routing import protocol
     from workflow_scripts.routing.routers import read_artifact
-    from workflow_scripts.routing.stage import fit_rule
 
     table = cost.ledger(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")
@@ -235,20 +233,16 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     pl.DataFrame({"qid": QIDS, "metric_off": 0.0, "metric_on": [1.0, 0.0, 1.0, 0.0], "delta": [1.0, 0.0, 1.0, 0.0],
                   "outcome": ["rescue", "tie", "rescue", "tie"]}).write_parquet(tmp_path / "labels.parquet")
     routers = {"ridge": {"kind": "ridge", "alpha": 20}, "always": {"kind": "always"}}
-    frozen = [str(tmp_path / f"{name}.json") for name in sorted(routers)]
     settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}}
-    smk = SimpleNamespace(
-        input=SimpleNamespace(labels=tmp_path / "labels.parquet", features=study_a["sources"][5]["tables"][0],
-                              splits=tmp_path / "splits.parquet", ledger=str(tmp_path / "ledger.parquet")),
-        output=SimpleNamespace(oof=tmp_path / "oof.parquet", thresholds=tmp_path / "thresholds.csv", frozen=frozen),
-        params=SimpleNamespace(routing=settings, routers=routers, measured=measured),
-        wildcards=SimpleNamespace(pair="keep_vs_hybrid"),
-    )
-    fit_rule(smk)
+    splits = pl.read_parquet(tmp_path / "splits.parquet")
+    _, thresholds, artifacts = protocol.fit_routers(pl.read_parquet(tmp_path / "labels.parquet"),
+                                                    pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
+                                                    routers, settings, "keep_vs_hybrid", measured,
+                                                    str(tmp_path / "ledger.parquet"))
     for name in routers:
-        metadata = read_artifact((tmp_path / f"{name}.json").read_bytes())["metadata"]
+        metadata = read_artifact(artifacts[name])["metadata"]
         assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
         assert metadata["cost_basis"] == "measured: 3.5 seconds per trigger on dev"
-    assert pl.read_csv(tmp_path / "thresholds.csv")["cost_per_trigger"].to_list() == [pytest.approx(0.35)] * 2
+    assert thresholds["cost_per_trigger"].to_list() == [pytest.approx(0.35)] * 2

@@ -143,3 +143,33 @@ def test_rules_are_formatted_by_snakefmt():
     process = subprocess.run([str(snakefmt), "--check", "Snakefile", "rules"], cwd=PROJECT_ROOT,
                              capture_output=True, text=True)
     assert process.returncode == 0, f"run `.venv/bin/snakefmt Snakefile rules`:\n{process.stderr[-2000:]}"
+
+
+# Modules that still receive the Snakemake job object, one per stage not yet split into thin jobs/<rule>.py modules
+# over plain functions (issue #25). The list only shrinks: the test fails when a module leaves it but stays listed.
+NOT_YET_THIN = {
+    "workflow_scripts.answers.stage", "workflow_scripts.core.shards", "workflow_scripts.cost.stage",
+    "workflow_scripts.ingest.questions", "workflow_scripts.ingest.splits", "workflow_scripts.ingest.stage",
+    "workflow_scripts.judging.review", "workflow_scripts.report.stage", "workflow_scripts.retrieval.arms",
+    "workflow_scripts.retrieval.bm25", "workflow_scripts.retrieval.colbert", "workflow_scripts.retrieval.dense",
+    "workflow_scripts.retrieval.evaluate", "workflow_scripts.retrieval.rerank", "workflow_scripts.study_c.strategies",
+    "workflow_scripts.study_c.synthetic", "workflow_scripts.study_c.tables",
+}
+JOB_RUNNER = "workflow_scripts.core.runtime"  # run_job: logging, threads and one-line errors around a job's main
+
+
+def sees_the_job(path: Path) -> bool:
+    """The module names the Snakemake object (`snakemake`, or an `smk` variable or parameter), docstrings aside."""
+    nodes = list(ast.walk(ast.parse(path.read_text())))
+    return any(isinstance(node, ast.Name) and node.id in ("smk", "snakemake") for node in nodes) or any(
+        isinstance(node, ast.arg) and node.arg == "smk" for node in nodes)
+
+
+def test_only_the_rules_job_modules_see_the_snakemake_object():
+    seeing = {name for name, path in MODULES.items() if sees_the_job(path) and ".jobs." not in name}
+    assert seeing - NOT_YET_THIN - {JOB_RUNNER} == set(), "library code must take plain values; read the job in jobs/"
+    assert NOT_YET_THIN - seeing == set(), "these modules are thin now: remove them from NOT_YET_THIN"
+    for name, path in MODULES.items():
+        if ".jobs." in name:  # a jobs package itself is named "...jobs", without the dot after
+            text = path.read_text()
+            assert "run_job(main, snakemake)" in text and "smk.rule" not in text, f"{name}: one rule, one main"

@@ -1,13 +1,12 @@
 """Routing stage protocol: routers are fitted on dev only and frozen; held-out questions cannot change them."""
 
 import json
-from types import SimpleNamespace
-
 import numpy as np
 import polars as pl
+import pytest
 
 from workflow_scripts.core.contracts import SPLITS, write_table
-from workflow_scripts.routing.stage import fit_rule, heldout_rule
+from workflow_scripts.routing import protocol
 
 ROUTERS = {"ridge": {"kind": "ridge", "alpha": 20}, "random": {"kind": "random"}, "always": {"kind": "always"}}
 SETTINGS = {"n_splits": 3, "seed": 5, "cost_per_trigger": 0.02,
@@ -29,42 +28,39 @@ def write_inputs(folder, heldout_delta: float):
 
 
 def fit(folder):
-    frozen = [str(folder / f"{name}.json") for name in sorted(ROUTERS)]  # Snakemake's expand order, not the config's
-    smk = SimpleNamespace(
-        input=SimpleNamespace(labels=folder / "labels.parquet", features=folder / "features.parquet",
-                              splits=folder / "splits.parquet", frozen=frozen),
-        output=SimpleNamespace(oof=folder / "oof.parquet", thresholds=folder / "thresholds.csv", frozen=frozen,
-                               routed=folder / "routed.parquet", policies=folder / "policies.csv",
-                               comparisons=folder / "comparisons.csv"),
-        params=SimpleNamespace(routing=SETTINGS, routers=ROUTERS),
-        wildcards=SimpleNamespace(pair="p"),
-    )
-    fit_rule(smk)
-    return smk, {name: (folder / f"{name}.json").read_bytes() for name in ROUTERS}
+    _, _, artifacts = protocol.fit_routers(
+        pl.read_parquet(folder / "labels.parquet"), pl.read_parquet(folder / "features.parquet"),
+        pl.read_parquet(folder / "splits.parquet"), ROUTERS, SETTINGS, "p")
+    return artifacts
+
+
+def heldout(folder):
+    return protocol.heldout_tables(pl.read_parquet(folder / "labels.parquet"), pl.read_parquet(folder / "features.parquet"),
+                                   pl.read_parquet(folder / "splits.parquet"), fit(folder), SETTINGS)
 
 
 def test_heldout_labels_cannot_change_the_frozen_routers(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     write_inputs(tmp_path / "a", heldout_delta=0.0)
     write_inputs(tmp_path / "b", heldout_delta=1.0)
-    assert fit(tmp_path / "a")[1] == fit(tmp_path / "b")[1]
+    assert fit(tmp_path / "a") == fit(tmp_path / "b")
 
 
 def test_each_frozen_file_holds_the_router_it_is_named_after(tmp_path):
     write_inputs(tmp_path, heldout_delta=0.0)
-    for name, artifact in fit(tmp_path)[1].items():
+    for name, artifact in fit(tmp_path).items():
         assert json.loads(artifact)["router"] == name
+    # the rule's frozen paths come in Snakemake's expand order (sorted), not the config's
+    paths = [str(tmp_path / f"{name}.json") for name in sorted(ROUTERS)]
+    assert protocol.frozen_paths(ROUTERS, paths) == {name: str(tmp_path / f"{name}.json") for name in ROUTERS}
+    assert list(protocol.frozen_paths(ROUTERS, paths)) == list(ROUTERS)
 
 
 def test_heldout_report_follows_the_frozen_threshold(tmp_path):
     write_inputs(tmp_path, heldout_delta=1.0)
-    smk, _ = fit(tmp_path)
-    heldout_rule(smk)
-    policies = pl.read_csv(tmp_path / "policies.csv")
+    routed, policies, comparisons = heldout(tmp_path)
     always = policies.filter(pl.col("router") == "always").row(0, named=True)
     assert always["trigger_rate"] == 1.0 and always["rescues"] == 20 and always["adaptive"] == 1.5
-    assert always["utility"] == 1.5 - 0.02
-    routed = pl.read_parquet(tmp_path / "routed.parquet")
+    assert always["utility"] == pytest.approx(1.5 - 0.02)
     assert set(routed["split"]) == {"calibration", "heldout"}
-    comparisons = pl.read_csv(tmp_path / "comparisons.csv")
     assert comparisons.filter((pl.col("router") == "always") & (pl.col("b") == "off"))["estimate"].to_list() == [1.0]

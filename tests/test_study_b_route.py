@@ -1,13 +1,11 @@
 """Study B's routing rules on hand-made answers: labels from a closed-book and a retrieval answer table, the utility
 distribution per split, the uncertainty features, and constant labels that leave the routers without signal."""
 
-from types import SimpleNamespace
-
 import polars as pl
 import pytest
 
 from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS, frame, write_table
-from workflow_scripts.routing.stage import feature_table, fit_rule, label_rule
+from workflow_scripts.routing import protocol
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,
         "features": ["query_only", "uncertainty"]}
@@ -39,28 +37,27 @@ def write_inputs(folder, without: list[str], with_retrieval: list[str]):
     write_table(answers(with_retrieval), folder / "bm25.parquet", GENERATIONS)
 
 
-def job(folder):
-    return SimpleNamespace(
-        input=SimpleNamespace(base=folder / "closed_book.parquet", alternative=folder / "bm25.parquet",
-                              closed_book=folder / "closed_book.parquet", questions=folder / "questions.parquet",
-                              splits=folder / "splits.parquet", labels=folder / "labels.parquet",
-                              features=folder / "features.parquet"),
-        output=SimpleNamespace(labels=folder / "labels.parquet", utility=folder / "utility.csv",
-                               oof=folder / "oof.parquet", thresholds=folder / "thresholds.csv",
-                               frozen=[str(folder / f"{name}.json") for name in ROUTERS]),
-        params=SimpleNamespace(pair=PAIR, routers=ROUTERS, routing={"n_splits": 2, "seed": 3, "cost_per_trigger": 0.02}),
-        wildcards=SimpleNamespace(dataset="d", pair="closed_vs_bm25"),
-    )
+def labels(folder):
+    """What rule route_labels writes: the labels and the utility table."""
+    table, model, unscorable = protocol.pair_labels(PAIR, folder / "closed_book.parquet", folder / "bm25.parquet",
+                                                    folder / "questions.parquet")
+    utility = protocol.utility_table(table, pl.read_parquet(folder / "splits.parquet"), "d", "closed_vs_bm25",
+                                     PAIR["measure"], model, unscorable)
+    return table, utility
+
+
+def features(folder, labelled: pl.DataFrame) -> pl.DataFrame:
+    labelled.write_parquet(folder / "labels.parquet")
+    return protocol.feature_table(PAIR["features"], {"labels": folder / "labels.parquet",
+                                                     "questions": folder / "questions.parquet",
+                                                     "closed_book": folder / "closed_book.parquet"})
 
 
 def test_labels_and_utility_distribution_per_split(tmp_path):
     write_inputs(tmp_path, ["alpha", "beta", "alpha", "beta"] * 2, ["alpha", "alpha", "beta", "beta"] * 2)
-    smk = job(tmp_path)
-    label_rule(smk)
-    labels = pl.read_parquet(tmp_path / "labels.parquet")
-    assert labels["delta"].to_list() == [0.0, 1.0, -1.0, 0.0] * 2
-    assert labels["outcome"].to_list() == ["neutral", "benefit", "harm", "neutral"] * 2
-    utility = pl.read_csv(tmp_path / "utility.csv")
+    labelled, utility = labels(tmp_path)
+    assert labelled["delta"].to_list() == [0.0, 1.0, -1.0, 0.0] * 2
+    assert labelled["outcome"].to_list() == ["neutral", "benefit", "harm", "neutral"] * 2
     assert utility["split"].to_list() == ["all", "calibration", "dev", "heldout"]
     overall = utility.row(0, named=True)
     assert (overall["dataset"], overall["pair"], overall["model"], overall["measure"]) == ("d", "closed_vs_bm25",
@@ -69,24 +66,21 @@ def test_labels_and_utility_distribution_per_split(tmp_path):
     assert overall["harm_rate"] == 0.25 and overall["mean_off"] == 0.5 and not overall["signal_absent"]
     dev = utility.filter(pl.col("split") == "dev").row(0, named=True)
     assert (dev["n"], dev["gains"], dev["harms"]) == (4, 1, 1)
-    features = feature_table(PAIR["features"], smk)
-    assert features["unc_entropy"].to_list()[:3] == [0.0, 0.1, 0.2]
-    assert features["unc_seq_logprob"].to_list()[:3] == [0.0, -1.0, -2.0]
-    assert "q_tokens" in features.columns and features.height == 8
+    table = features(tmp_path, labelled)
+    assert table["unc_entropy"].to_list()[:3] == [0.0, 0.1, 0.2]
+    assert table["unc_seq_logprob"].to_list()[:3] == [0.0, -1.0, -2.0]
+    assert "q_tokens" in table.columns and table.height == 8
 
 
 def test_constant_labels_still_fit_every_router_and_report_signal_absent(tmp_path):
     write_inputs(tmp_path, ["alpha"] * 8, ["alpha"] * 8)
-    smk = job(tmp_path)
-    label_rule(smk)
-    assert pl.read_csv(tmp_path / "utility.csv")["signal_absent"].to_list() == [True] * 4
-    features = feature_table(PAIR["features"], smk)
-    features.write_parquet(tmp_path / "features.parquet")
-    fit_rule(smk)
-    thresholds = pl.read_csv(tmp_path / "thresholds.csv")
+    labelled, utility = labels(tmp_path)
+    assert utility["signal_absent"].to_list() == [True] * 4
+    oof, thresholds, _ = protocol.fit_routers(labelled, features(tmp_path, labelled),
+                                              pl.read_parquet(tmp_path / "splits.parquet"), ROUTERS,
+                                              {"n_splits": 2, "seed": 3, "cost_per_trigger": 0.02}, "closed_vs_bm25")
     assert set(thresholds["router"]) == set(ROUTERS)
     learned = thresholds.filter(pl.col("router").is_in(["ridge", "bur_linear"]))
     assert learned["signal_absent"].all() and (learned["dev_trigger_rate"] == 0).all()
-    oof = pl.read_parquet(tmp_path / "oof.parquet")
     assert oof.filter(pl.col("router") == "unc")["score"].to_list() == pytest.approx([0.0, 0.1, 0.2, 0.3])
     assert oof.filter(pl.col("router") == "low_conf")["score"].to_list() == pytest.approx([-1 / 2, -1 / 3, -1 / 4, -1 / 5])

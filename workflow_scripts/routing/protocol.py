@@ -1,4 +1,7 @@
-"""Routing stage: for one configured pair of policies (off → on), learn when switching pays and measure it honestly.
+"""The routing protocol of one configured pair of policies (off → on): learn when switching pays, measure it honestly.
+
+Plain functions of tables, paths and settings; the rules' jobs (routing/jobs/route_*.py) read the Snakemake job
+and write what these return.
 
 In:  Study A pair (base → alternative arm): per-query metrics of the two arms (`evaluate`). Study B pair (base
      `closed_book` → a retrieval arm): the closed-book and the arm's GENERATIONS (`answer`, generated on every
@@ -33,21 +36,16 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
 from workflow_scripts.core.contracts import (
     FEATURE_FAMILY,
     GENERATIONS,
-    LABELS,
     QUESTIONS,
     RANKING,
     RUNS,
-    SPLITS,
     UNITS,
     read_table,
-    write_table,
 )
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_closed_book_pair
 from workflow_scripts.cost.stage import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
@@ -86,20 +84,21 @@ def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
     return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
 
 
-def feature_table(families: list[str], smk: Any) -> pl.DataFrame:
-    """The configured feature families for the labelled questions, joined on qid."""
-    labelled = pl.read_parquet(smk.input.labels)["qid"].implode()
+def feature_table(families: Sequence[str], inputs: Mapping[str, str]) -> pl.DataFrame:
+    """The configured feature families for the labelled questions, joined on qid. `inputs`: paths of `labels` and
+    of what the families read (`base_run`, `units`, `dense`; `questions`; `closed_book`; `probe`)."""
+    labelled = pl.read_parquet(inputs["labels"])["qid"].implode()
     tables = []
     if "base_arm" in families:
-        run = read_table(smk.input.base_run, RUNS)
-        kinds = read_table(smk.input.units, UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "kind"])
-        tables.append(feature_sets.keep_features(run, read_table(smk.input.dense, RANKING), kinds))
+        run = read_table(inputs["base_run"], RUNS)
+        kinds = read_table(inputs["units"], UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "kind"])
+        tables.append(feature_sets.keep_features(run, read_table(inputs["dense"], RANKING), kinds))
     if "query_only" in families:
-        tables.append(feature_sets.query_features(read_table(smk.input.questions, QUESTIONS)))
+        tables.append(feature_sets.query_features(read_table(inputs["questions"], QUESTIONS)))
     if "uncertainty" in families:
-        tables.append(feature_sets.uncertainty_features(read_table(smk.input.closed_book, GENERATIONS)))
+        tables.append(feature_sets.uncertainty_features(read_table(inputs["closed_book"], GENERATIONS)))
     if "retrieval_score" in families:
-        tables.append(feature_sets.probe_features(read_table(smk.input.probe, RANKING), labelled.explode().to_list()))
+        tables.append(feature_sets.probe_features(read_table(inputs["probe"], RANKING), labelled.explode().to_list()))
     return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
 
 
@@ -107,15 +106,17 @@ def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
     return table.join(splits.select("qid", "group_id", "split"), on="qid", how="inner")
 
 
-def pair_labels(smk: Any) -> tuple[pl.DataFrame, str | None, int]:
-    """The pair's labels, the generator model behind them (Study B) and the questions without references."""
-    pair = smk.params.pair
+def pair_labels(pair: Mapping[str, Any], base: str, alternative: str,
+                questions: str | None = None) -> tuple[pl.DataFrame, str | None, int]:
+    """The pair's labels, the generator model behind them (Study B) and the questions without references. `base`,
+    `alternative`: the two sides' per-query metrics (Study A) or GENERATIONS (Study B, which also reads the
+    `questions`' reference answers)."""
     if not is_closed_book_pair(pair):
-        labels = arm_labels(pl.read_parquet(smk.input.base), pl.read_parquet(smk.input.alternative), pair["measure"],
+        labels = arm_labels(pl.read_parquet(base), pl.read_parquet(alternative), pair["measure"],
                             (pair["base"], pair["alternative"]))
         return labels, None, 0
-    without, with_retrieval = read_table(smk.input.base, GENERATIONS), read_table(smk.input.alternative, GENERATIONS)
-    correctness, unscorable = answer_correctness(read_table(smk.input.questions, QUESTIONS), without, with_retrieval,
+    without, with_retrieval = read_table(base, GENERATIONS), read_table(alternative, GENERATIONS)
+    correctness, unscorable = answer_correctness(read_table(questions, QUESTIONS), without, with_retrieval,
                                                  pair["measure"], pair["f1_threshold"])
     if correctness.is_empty():
         raise InputError(f"labels: none of the {unscorable} answered questions has reference answers to score "
@@ -124,24 +125,22 @@ def pair_labels(smk: Any) -> tuple[pl.DataFrame, str | None, int]:
     return retrieval_labels(correctness), " | ".join(models), unscorable
 
 
-def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, smk: Any, model: str | None, unscorable: int) -> pl.DataFrame:
+def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, dataset: str, pair_name: str, measure: str,
+                  model: str | None, unscorable: int) -> pl.DataFrame:
     """The utility distribution (outcome_summary) per split and over all splits, tagged with dataset, pair, model."""
     by_split = outcome_summary(with_splits(labels, splits), ["split"])
     overall = outcome_summary(labels).with_columns(pl.lit("all").alias("split"))
     table = pl.concat([overall.select(by_split.columns), by_split])
-    tags = [pl.lit(smk.wildcards.dataset).alias("dataset"), pl.lit(smk.wildcards.pair).alias("pair"),
-            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(smk.params.pair["measure"]).alias("measure")]
+    tags = [pl.lit(dataset).alias("dataset"), pl.lit(pair_name).alias("pair"),
+            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(measure).alias("measure")]
     signal_absent = labels["delta"].n_unique() <= 1
     return table.select(*tags, pl.all()).with_columns(
         pl.lit(unscorable).alias("without_reference"), pl.lit(signal_absent).alias("signal_absent")
     )
 
 
-def label_rule(smk: Any) -> None:
-    labels, model, unscorable = pair_labels(smk)
-    write_table(labels, smk.output.labels, LABELS)
-    utility = utility_table(labels, read_table(smk.input.splits, SPLITS), smk, model, unscorable)
-    write_text_atomic(utility.write_csv(float_precision=6), smk.output.utility)
+def log_labels(labels: pl.DataFrame, utility: pl.DataFrame, unscorable: int) -> None:
+    """What a reader of the job's log needs about the labels: questions left out, a label without signal."""
     if unscorable:
         log.warning("labels: %d questions have no reference answers and are left out", unscorable)
     if utility["signal_absent"][0]:
@@ -150,62 +149,57 @@ def label_rule(smk: Any) -> None:
     log.info("labels: %s", outcome_summary(labels).to_dicts())
 
 
-def features_rule(smk: Any) -> None:
-    write_parquet_atomic(feature_table(smk.params.pair["features"], smk), smk.output.features)
-
-
 def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
     """Router name → its frozen/<router>.json among `paths` (matched by file name, in the config's router order)."""
     by_name = {Path(path).stem: str(path) for path in paths}
     return {name: by_name[name] for name in routers}
 
 
-def cost_per_trigger(smk: Any, spec: Any, dev_qids: pl.Series) -> tuple[float, str]:
+def cost_per_trigger(settings: Mapping[str, Any], spec: Any, dev_qids: pl.Series, pair_name: str,
+                     measured: Mapping[str, Any] | None, ledger: str | None) -> tuple[float, str]:
     """c of the utility sweep and how it was set: routing.cost_per_trigger (an abstract unit), or with
     routing.measured_cost the mean measured extra cost of one trigger on dev (cost.trigger_cost for this router's
     feature families) times `per_unit`, the utility one unit of that cost is worth."""
-    measured = smk.params.routing.get("measured_cost")
-    if not measured:
-        return float(smk.params.routing["cost_per_trigger"]), "abstract"
-    plan, costs = measured_costs(smk.wildcards.pair, smk.params.measured, smk.input.ledger, dev_qids)
+    measured_cost = settings.get("measured_cost")
+    if not measured_cost:
+        return float(settings["cost_per_trigger"]), "abstract"
+    plan, costs = measured_costs(pair_name, measured, ledger, dev_qids)
     families = frozenset(FEATURE_FAMILY[feature] for feature in spec.features)
-    mean = float(trigger_cost(plan, costs, families)[measured["unit"]].mean())
-    return measured["per_unit"] * mean, f"measured: {mean:.6g} {measured['unit']} per trigger on dev"
+    mean = float(trigger_cost(plan, costs, families)[measured_cost["unit"]].mean())
+    return measured_cost["per_unit"] * mean, f"measured: {mean:.6g} {measured_cost['unit']} per trigger on dev"
 
 
-def fit_rule(smk: Any) -> None:
-    """Dev split only: out-of-fold scores, the utility sweep, then the model refitted on all dev and frozen."""
-    settings = smk.params.routing
-    splits = read_table(smk.input.splits, SPLITS)
-    labels = with_splits(pl.read_parquet(smk.input.labels), splits).filter(pl.col("split") == "dev")
-    features = pl.read_parquet(smk.input.features).filter(pl.col("qid").is_in(labels["qid"].implode())).sort("qid")
+def fit_routers(labels: pl.DataFrame, features: pl.DataFrame, splits: pl.DataFrame, routers: Mapping[str, Any],
+                settings: Mapping[str, Any], pair_name: str, measured: Mapping[str, Any] | None = None,
+                ledger: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bytes]]:
+    """Dev split only: out-of-fold scores, the utility sweep, then the model refitted on all dev and frozen.
+    Returns the out-of-fold scores of every router, the sweep (thresholds.csv) and each router's frozen artifact."""
+    labels = with_splits(labels, splits).filter(pl.col("split") == "dev")
+    features = features.filter(pl.col("qid").is_in(labels["qid"].implode())).sort("qid")
     labels = labels.sort("qid")
     names = [column for column in features.columns if column != "qid"]
-    oof_tables, sweeps = [], []
-    paths = frozen_paths(smk.params.routers, smk.output.frozen)
-    for name, path in paths.items():
-        spec = router_spec(name, smk.params.routers[name], names)
+    oof_tables, sweeps, artifacts = [], [], {}
+    for name in routers:
+        spec = router_spec(name, routers[name], names)
         oof = out_of_fold_scores(features.select("qid", *spec.features), labels, labels, spec,
                                  settings["n_splits"], settings["seed"])
         oof = oof.join(labels.select("qid", "metric_on", "metric_off"), on="qid").sort("qid")
-        cost, basis = cost_per_trigger(smk, spec, labels["qid"])
+        cost, basis = cost_per_trigger(settings, spec, labels["qid"], pair_name, measured, ledger)
         choice = choose_threshold(spec, oof["score"], oof["metric_on"], oof["metric_off"], cost)
         model = fit_router(spec, features.select("qid", *spec.features), labels["delta"].to_numpy(), settings["seed"])
-        metadata = {"pair": smk.wildcards.pair, "dev_questions": labels.height, "dev_utility": choice.utility,
+        metadata = {"pair": pair_name, "dev_questions": labels.height, "dev_utility": choice.utility,
                     "dev_trigger_rate": choice.trigger_rate, "cost_per_trigger": cost, "cost_basis": basis}
-        write_text_atomic(freeze(spec, model, choice.threshold, metadata).decode("utf-8"), path)
+        artifacts[name] = freeze(spec, model, choice.threshold, metadata)
         oof_tables.append(oof.with_columns(pl.lit(name).alias("router")))
         sweeps.append({"router": name, "cost_per_trigger": cost, "threshold": choice.threshold, "dev_utility": choice.utility,
                        "dev_trigger_rate": choice.trigger_rate, "signal_absent": bool(oof["signal_absent"].any())})
-    write_parquet_atomic(pl.concat(oof_tables), smk.output.oof)
-    write_text_atomic(pl.DataFrame(sweeps).write_csv(float_precision=6), smk.output.thresholds)
+    return pl.concat(oof_tables), pl.DataFrame(sweeps), artifacts
 
 
-def routed_scores(frozen: Mapping[str, str], features: pl.DataFrame) -> pl.DataFrame:
+def routed_scores(frozen: Mapping[str, bytes], features: pl.DataFrame) -> pl.DataFrame:
     """Each frozen router applied to `features` (the artifact is all it reads): qid, router, score, triggered."""
     tables = []
-    for name, path in frozen.items():
-        artifact = Path(path).read_bytes()
+    for name, artifact in frozen.items():
         routed = apply_frozen(artifact, features.select("qid", *frozen_features(artifact)))
         tables.append(routed.with_columns(pl.lit(name).alias("router")))
     return pl.concat(tables).select("qid", "router", "score", "triggered")
@@ -227,20 +221,17 @@ def policy_rows(heldout: pl.DataFrame, costs: Mapping[str, float]) -> list[dict[
     return rows
 
 
-def heldout_rule(smk: Any) -> None:
-    """Score calibration and held-out with the frozen routers; report held-out policies with group-bootstrap CIs."""
-    settings = smk.params.routing
-    splits = read_table(smk.input.splits, SPLITS)
-    labels = with_splits(pl.read_parquet(smk.input.labels), splits).filter(pl.col("split") != "dev")
-    features = pl.read_parquet(smk.input.features).filter(pl.col("qid").is_in(labels["qid"].implode()))
-    frozen = frozen_paths(smk.params.routers, smk.input.frozen)
+def heldout_tables(labels: pl.DataFrame, features: pl.DataFrame, splits: pl.DataFrame, frozen: Mapping[str, bytes],
+                   settings: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Score calibration and held-out with the frozen routers (`frozen`: name → artifact, in the config's order);
+    the routed scores, the held-out policies and their group-bootstrap comparisons."""
+    labels = with_splits(labels, splits).filter(pl.col("split") != "dev")
+    features = features.filter(pl.col("qid").is_in(labels["qid"].implode()))
     routed = routed_scores(frozen, features).join(labels, on="qid")
-    write_parquet_atomic(routed, smk.output.routed)
     heldout = routed.filter(pl.col("split") == "heldout").with_columns(
         pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias(ADAPTIVE)
     )
-    costs = {name: read_artifact(Path(path).read_bytes())["metadata"]["cost_per_trigger"] for name, path in frozen.items()}
-    write_text_atomic(pl.DataFrame(policy_rows(heldout, costs)).write_csv(float_precision=6), smk.output.policies)
+    costs = {name: read_artifact(artifact)["metadata"]["cost_per_trigger"] for name, artifact in frozen.items()}
     boot = settings["bootstrap"]
     comparisons = [
         compare_policies(table.rename({"metric_on": ALWAYS_ON, "metric_off": OFF}),
@@ -248,32 +239,21 @@ def heldout_rule(smk: Any) -> None:
                          method=boot["method"], confidence=boot["confidence"]).with_columns(pl.lit(router).alias("router"))
         for (router,), table in heldout.group_by("router", maintain_order=True)
     ]
-    write_text_atomic(pl.concat(comparisons).write_csv(float_precision=6), smk.output.comparisons)
+    return routed, pl.DataFrame(policy_rows(heldout, costs)), pl.concat(comparisons)
 
 
-def frontier_rule(smk: Any) -> None:
-    """Exact / deployable / conservative frontiers per router, and the calibration audit."""
-    budgets = smk.params.budgets
-    routed = pl.read_parquet(smk.input.routed)
-    knobbed = [name for name, spec in smk.params.routers.items() if spec.get("kind", name) not in FIXED_THRESHOLDS]
+def frontier_tables(routed: pl.DataFrame, routers: Mapping[str, Any], budgets: Mapping[str, Any],
+                    seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Exact / deployable / conservative frontiers per router with a budget knob, and the calibration audit."""
+    knobbed = [name for name, spec in routers.items() if spec.get("kind", name) not in FIXED_THRESHOLDS]
     tables = []
     for router in knobbed:
         table = routed.filter(pl.col("router") == router)
         frontier = frontier_table(table.filter(pl.col("split") == "calibration"), table.filter(pl.col("split") == "heldout"),
                                   budgets["grid"], budgets["delta"], budgets["heldout_term"])
         tables.append(frontier.with_columns(pl.lit(router).alias("router")))
-    write_parquet_atomic(pl.concat(tables), smk.output.frontiers)
     labels = routed.select("qid", "metric_on", "metric_off", "delta").unique("qid")
     audit = calibration_audit(routed.select("qid", "router", "score"), labels, routed.select("qid", "group_id").unique("qid"),
-                              knobbed, budgets["grid"], budgets["audit_splits"], smk.params.seed, budgets["delta"],
+                              knobbed, budgets["grid"], budgets["audit_splits"], seed, budgets["delta"],
                               heldout_term=budgets["heldout_term"])
-    write_parquet_atomic(audit, smk.output.audit)
-
-
-def main(smk: Any) -> None:
-    {"route_labels": label_rule, "route_features": features_rule, "route_fit": fit_rule,
-     "route_heldout": heldout_rule, "route_frontiers": frontier_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    return pl.concat(tables), audit

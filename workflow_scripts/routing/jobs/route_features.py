@@ -1,0 +1,21 @@
+"""Rule route_features: the pair's configured feature families per labelled question (routing/features.py).
+
+In:  the labels and what each family reads (base run, units, dense ranking; questions; closed-book answers; the
+     BM25 probe); params: the pair (its `features`).
+Out: results/<dataset>/routing/<pair>/features.parquet.
+"""
+
+from typing import Any
+
+from workflow_scripts.core.atomic import write_parquet_atomic
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.routing import protocol
+
+
+def main(smk: Any) -> None:
+    inputs = {key: str(path) for key, path in smk.input.items()}
+    write_parquet_atomic(protocol.feature_table(smk.params.pair["features"], inputs), smk.output.features)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

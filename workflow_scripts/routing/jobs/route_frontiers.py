@@ -1,0 +1,24 @@
+"""Rule route_frontiers: budget frontiers per router and the calibration audit (routing/frontiers.py).
+
+In:  routed.parquet; params: the routers, `budgets` and the routing seed.
+Out: results/<dataset>/routing/<pair>/frontiers.parquet and audit.parquet.
+"""
+
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_parquet_atomic
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.routing import protocol
+
+
+def main(smk: Any) -> None:
+    frontiers, audit = protocol.frontier_tables(pl.read_parquet(smk.input.routed), smk.params.routers,
+                                                smk.params.budgets, smk.params.seed)
+    write_parquet_atomic(frontiers, smk.output.frontiers)
+    write_parquet_atomic(audit, smk.output.audit)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
