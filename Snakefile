@@ -29,6 +29,15 @@ include: "rules/gather.smk"
 
 onstart:
     remove_partial_files()
+    start_model_servers()
+
+
+onsuccess:
+    stop_model_servers()
+
+
+onerror:
+    stop_model_servers()
 
 
 rule all:

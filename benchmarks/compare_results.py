@@ -15,6 +15,7 @@ Run it:
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -45,8 +46,34 @@ def files(root: Path) -> set[str]:
             if path.is_file() and not SKIPPED_FOLDERS & set(path.relative_to(root).parts)}
 
 
-def difference(before: Path, after: Path) -> str | None:
-    """Why the two files differ, or None when they are the same (as tables, or byte for byte)."""
+def relative(x: float, y: float) -> float:
+    """|x - y| relative to |y| (0 for two NaNs or equal infinities, inf for one NaN)."""
+    if x == y or (math.isnan(x) and math.isnan(y)):
+        return 0.0
+    return abs(x - y) / max(abs(y), 1e-12) if not (math.isnan(x) or math.isnan(y)) else math.inf
+
+
+def column_differences(left: pl.DataFrame, right: pl.DataFrame, rtol: float = 0.0) -> str | None:
+    """The columns whose values differ, each float column with its largest relative difference; None when every
+    difference is a float within `rtol` (relative)."""
+    parts, beyond = [], False
+    for name in left.columns:
+        a, b = left[name], right[name]
+        if a.equals(b):
+            continue
+        if a.dtype.is_float() and b.dtype.is_float() and a.is_null().equals(b.is_null()):
+            gap = max((relative(x, y) for x, y in zip(a, b) if x is not None), default=0.0)
+            beyond |= gap > rtol
+            parts.append(f"{name} (max relative difference {gap:.1e})")
+        else:
+            beyond = True
+            parts.append(name)
+    return f"values differ in {', '.join(parts)}" if beyond else None
+
+
+def difference(before: Path, after: Path, rtol: float = 0.0) -> str | None:
+    """Why the two files differ, or None when they are the same (as tables, with float columns within `rtol`, or
+    byte for byte)."""
     if before.suffix in (".parquet", ".csv"):
         try:
             left, right = table(before), table(after)
@@ -56,7 +83,7 @@ def difference(before: Path, after: Path) -> str | None:
             return f"columns {left.columns} vs {right.columns}"
         if left.height != right.height:
             return f"{left.height} vs {right.height} rows"
-        return None if left.equals(right) else "values differ"
+        return None if left.equals(right) else column_differences(left, right, rtol)
     if before.suffix == ".json":
         same = untimed(json.loads(before.read_text())) == untimed(json.loads(after.read_text()))
         return None if same else "values differ"
@@ -67,6 +94,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
+    parser.add_argument("--rtol", type=float, default=0.0,
+                        help="float columns within this relative difference count as equal (default 0: exact)")
     args = parser.parse_args()
     left, right = files(args.before), files(args.after)
     problems = [f"only in {args.before}: {name}" for name in sorted(left - right)]
@@ -76,7 +105,7 @@ def main() -> int:
         if TIMED.search(name) or LUCENE.search(name):
             continue
         compared += 1
-        why = difference(args.before / name, args.after / name)
+        why = difference(args.before / name, args.after / name, args.rtol)
         if why:
             problems.append(f"{name}: {why}")
     print("\n".join(problems))

@@ -5,6 +5,8 @@
 import os
 import sys
 
+from snakemake.logging import logger
+
 from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
@@ -35,6 +37,32 @@ def remove_partial_files():
     from workflow_scripts.core.atomic import remove_partials
 
     remove_partials("results")
+
+
+def start_model_servers():
+    """One vLLM server for each `serve: true` LLM block (a generator or judge) that a job about to run uses, shared
+    by all its jobs (workflow_scripts/llm/server.py); stopped by stop_model_servers. Runs in the Snakefile's onstart,
+    so a dry run or a run without LLM work starts none."""
+    from workflow_scripts.llm.server import start_run_servers
+
+    blocks = {}
+    for job in workflow.dag.needrun_jobs():
+        for name in ("generator", "judge"):
+            block = getattr(job.params, name, None)
+            if isinstance(block, dict) and block.get("serve"):
+                blocks[f"models.{name}"] = block
+    if blocks:
+        urls = start_run_servers(blocks, MODEL_CACHE)
+        logger.info(
+            f"ragfrontier: one vLLM server for the run's LLM jobs ({', '.join(sorted(blocks))}): {', '.join(urls)}"
+        )
+
+
+def stop_model_servers():
+    """Stop what start_model_servers started (onsuccess / onerror; a killed run: the servers' watchdog)."""
+    from workflow_scripts.llm.server import stop_run_servers
+
+    stop_run_servers()
 
 
 wildcard_constraints:

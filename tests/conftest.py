@@ -57,6 +57,12 @@ def project_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def models_cache(pytestconfig) -> Path:
+    """Converted models (SmolLM2's GGUF as a transformers folder), kept in pytest's cache across sessions."""
+    return pytestconfig.cache.mkdir("ragfrontier-models")
+
+
+@pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> Path:
     """A workdir where the default experiment (config.yaml, the demo) has run to the end: run once per session and
     shared by every test that reads it. Never change it; a test that edits files or reruns jobs takes `demo_copy`."""

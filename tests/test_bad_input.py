@@ -79,6 +79,12 @@ CONFIG_CASES = {
                             "models.generator.backend = 'ollama' is not allowed; expected one of ['transformers', 'openai', 'vllm']"),
     "openai backend without a server": (set_key("models.judge", {"backend": "openai", "model": "judge"}),
                                         "models.judge.base_url is required for the openai backend"),
+    "removed backoff_s": (set_key("models.judge.backoff_s", 2.0), "models.judge.backoff_s was removed: the openai client "
+                                                                "backs off by itself"),
+    "serve on a backend without an engine": (set_key("models.generator.serve", True),
+                                             "models.generator.serve applies to the vllm backend"),
+    "tokenizer on an offline backend": (set_key("models.judge.tokenizer", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                                        "models.judge.tokenizer applies to the openai backend"),
     "API key written into the config": (set_key("models.judge.api_key", "sk-secret"),
                                         "models.judge: unknown key(s) ['api_key']"),
     "unknown prompt template": (set_key("prompts", {"answer": {"messages": []}}), "prompts: unknown templates ['answer']"),

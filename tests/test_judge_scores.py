@@ -16,7 +16,7 @@ from local_server import JsonHandler, chat_completion, serving
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import judges, scores
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm.backends import Outcome, TokenStep
+from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, TokenStep
 from workflow_scripts.llm.backends.openai import OpenAIBackend
 from workflow_scripts.llm.constraints import Constraint, integer, record
 from workflow_scripts.llm.rendering import load_templates
@@ -151,7 +151,7 @@ def test_openai_expected_scores_come_from_top_logprobs_and_a_bare_server_is_warn
         return llm.Engine(config, OpenAIBackend(config, "models.judge"))
 
     row = judges.judge(judges.STUDY_A, items, engine("served"), tmp_path / "a", TEMPLATES).row(0, named=True)
-    assert LogprobServer.bodies[-1]["top_logprobs"] == 5 and "response_format" in LogprobServer.bodies[-1]
+    assert LogprobServer.bodies[-1]["top_logprobs"] == ALTERNATIVES and "response_format" in LogprobServer.bodies[-1]
     assert row["correctness"] == 1 and row["correctness_expected"] == pytest.approx(0.5 + 0.25 * 2)
     assert row["abstained_prob"] == pytest.approx(0.1) and row["score_basis"] == "top_k"
     assert row["correctness_mass"] is None

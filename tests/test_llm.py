@@ -184,14 +184,14 @@ class ChatServer(JsonHandler):
     def do_POST(self):
         body = self.read_json()
         ChatServer.calls.append(body)
-        ChatServer.headers_seen.append(dict(self.headers))
+        ChatServer.headers_seen.append({name.lower(): value for name, value in self.headers.items()})
         question = body["messages"][-1]["content"]
         tries = sum(call["messages"][-1]["content"] == question for call in ChatServer.calls)
         if "slow" in question:
             time.sleep(0.5)
             return self.send_json(200, _completion("late"))
-        if "flaky" in question and tries == 1:
-            return self.send_json(503, "overloaded")
+        if "flaky" in question and tries == 1:  # the client waits as long as the server asks (10 ms)
+            return self.send_json(503, "overloaded", {"retry-after-ms": "10"})
         if "bad" in question:
             return self.send_json(400, {"error": "unknown parameter"})
         return self.send_json(200, _completion("Paris.", logprobs="plain" not in question))
@@ -218,7 +218,7 @@ def server():
 def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("RAGFRONTIER_TEST_KEY", "sk-secret-123")
     spec = {"backend": "openai", "model": "llama3.1:8b", "base_url": server, "api_key_env": "RAGFRONTIER_TEST_KEY",
-            "timeout_s": 0.2, "max_retries": 2, "backoff_s": 0.01, "top_logprobs": 2, "concurrency": 2}
+            "timeout_s": 0.2, "max_retries": 2, "top_logprobs": 2, "concurrency": 2}
     config = llm.engine_config(spec)
     engine = llm.Engine(config, OpenAIBackend(config))
     requests = [_request(name, f"{name} question") for name in ("ok", "plain", "flaky", "slow", "bad")]
@@ -234,7 +234,7 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
     assert math.isclose(ok["sequence_logprob"], math.log(0.45)) and ok["uncertainty_basis"] == "top_2"
     assert ok["device"] == server and ok["backend"] == "openai" and ok["latency_s"] > 0
     assert rows["plain"]["mean_entropy"] is None and rows["plain"]["uncertainty_basis"] is None
-    assert rows["slow"]["error"].startswith("ReadTimeout") and "gave up after 3 tries" in rows["slow"]["error"]
+    assert rows["slow"]["error"].startswith("APITimeoutError") and "gave up after 3 tries" in rows["slow"]["error"]
     assert rows["bad"]["error"].startswith("HTTP 400") and "unknown parameter" in rows["bad"]["error"]
     tries = {name: sum(name in call["messages"][-1]["content"] for call in ChatServer.calls) for name in rows}
     assert tries == {"ok": 1, "plain": 1, "flaky": 2, "slow": 3, "bad": 1}
@@ -242,7 +242,7 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
     assert body == {"model": "llama3.1:8b", "messages": body["messages"], "temperature": 0.0, "max_tokens": 32,
                     "seed": 0, "stop": ["\n\n"], "logprobs": True, "top_logprobs": 2}
     assert body["messages"][0]["role"] == "system" and "only the retrieved papers" in body["messages"][0]["content"]
-    assert {headers["Authorization"] for headers in ChatServer.headers_seen} == {"Bearer sk-secret-123"}
+    assert {headers["authorization"] for headers in ChatServer.headers_seen} == {"Bearer sk-secret-123"}
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("*.parquet"))
     assert "sk-secret" not in caplog.text and b"sk-secret" not in stored and "sk-secret" not in str(table.rows())
     assert "2 of 5 requests failed" in caplog.text
@@ -253,12 +253,12 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
 
 def test_openai_backend_needs_its_key_variable_and_reads_a_refused_connection(monkeypatch, tmp_path):
     monkeypatch.delenv("RAGFRONTIER_MISSING_KEY", raising=False)
-    spec = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "backoff_s": 0.01}
+    spec = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 1}
     with pytest.raises(InputError, match="'RAGFRONTIER_MISSING_KEY' is not set"):
         OpenAIBackend(llm.engine_config({**spec, "api_key_env": "RAGFRONTIER_MISSING_KEY"}))
     config = llm.engine_config(spec)
     table = llm.generate([_request("a", "Q")], llm.Engine(config, OpenAIBackend(config)), tmp_path)
-    assert table["status"][0] == "error" and table["error"][0].startswith("ConnectionError")
+    assert table["status"][0] == "error" and table["error"][0].startswith("APIConnectionError")
 
 
 # ---- vLLM: the worker protocol with a fake vllm package (the real engine: tests/test_vllm.py) ---------------

@@ -259,7 +259,7 @@ def test_openai_sends_the_schema_as_response_format(schema_server, tmp_path):
 
 
 def test_a_server_rejecting_response_format_names_the_key_to_turn_it_off(schema_server, tmp_path):
-    with pytest.raises(InputError, match=r"rejected a request with response_format .*models\.judge\.structured_outputs: false"):
+    with pytest.raises(InputError, match=r"rejected a request with a reply schema .*models\.judge\.structured_outputs: false"):
         llm.generate([STEPS[5]], _openai(schema_server, model="reject-me"), tmp_path)
     off = llm.generate([STEPS[5]], _openai(schema_server, model="reject-me", structured_outputs=False), tmp_path)
     assert "response_format" not in SchemaServer.bodies[-1] and not off["constrained"][0]

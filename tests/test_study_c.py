@@ -167,6 +167,8 @@ def scripted_reply(messages: list[dict]) -> str:
 
 
 class ScriptedChat(JsonHandler):
+    models = ("scripted",)
+
     def do_POST(self):
         self.send_json(200, chat_completion(scripted_reply(self.read_json()["messages"])))
 

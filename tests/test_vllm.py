@@ -8,10 +8,9 @@ import json
 import math
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
+from local_server import left_after, process_group
 
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.backends.vllm import VLLM_ENV
@@ -33,11 +32,6 @@ QUESTIONS = ("What is the capital of France?", "What do cats eat?", "Who wrote H
 
 def _questions() -> list[llm.Request]:
     return [llm.Request(f"q{at}", TEMPLATES["answer_closed_book"], {"question": text}) for at, text in enumerate(QUESTIONS)]
-
-
-@pytest.fixture(scope="module")
-def models_cache(pytestconfig):
-    return pytestconfig.cache.mkdir("ragfrontier-models")
 
 
 @pytest.fixture(scope="module")
@@ -110,32 +104,16 @@ time.sleep(600)
 """
 
 
-def _process_group(group: int) -> list[str]:
-    """The processes of process group `group`, as "pid name"."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, rest = stat.read_text().split(" (", 1)
-        except OSError:
-            continue  # ended while listing
-        name, fields = rest.rsplit(") ", 1)
-        if int(fields.split()[2]) == group:
-            members.append(f"{pid} {name}")
-    return members
-
-
 def test_a_killed_job_leaves_no_vllm_engine_running(models_cache, project_root):
     """SIGKILL a job whose engine is up: the worker and vLLM's engine processes (its process group) end too."""
     job = subprocess.Popen([sys.executable, "-c", JOB_THAT_IS_KILLED, json.dumps(VLLM), str(models_cache)],
                            cwd=project_root, stdout=subprocess.PIPE, text=True)
     try:
         worker = int(job.stdout.readline())
-        engine = _process_group(worker)
+        engine = process_group(worker)
         assert any("VLLM" in name for name in engine), f"vLLM's engine runs in the worker's group: {engine}"
     finally:
         job.kill()
         job.wait()
-    deadline = time.monotonic() + 30
-    while _process_group(worker) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not _process_group(worker), f"still running after the job was killed: {_process_group(worker)}"
+    left = left_after(lambda: process_group(worker))
+    assert not left, f"still running after the job was killed: {left}"

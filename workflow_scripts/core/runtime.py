@@ -17,6 +17,7 @@ from workflow_scripts.core.errors import InputError
 
 FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STDERR_FORMAT = "ragfrontier: %(levelname)s: %(message)s"
+QUIET_LIBRARIES = ("httpx", "httpx2")  # the openai client's HTTP layer logs every request at INFO
 
 
 def configure_logging(log_path: str | None) -> None:
@@ -27,6 +28,8 @@ def configure_logging(log_path: str | None) -> None:
         handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
         handlers[1].setFormatter(logging.Formatter(FILE_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def limit_threads(threads: int) -> None:

@@ -4,7 +4,8 @@ In:  a config dict, or one block of it checked on its own (an LLM block given to
      it is checked against (a JSON pointer such as "#/$defs/llm").
 Out: one line per problem (`problem_lines`, `schema_problems` for a block): the key (as a dotted path), the value
      found and what the schema allows there (`describe`); `with_defaults` makes a validator class that also fills in
-     the schema's defaults.
+     the schema's defaults. A key the schema retired (`{not: {}, removed: "why, and what replaces it"}`) is refused
+     with that text, and left out of the allowed keys listed for a misspelt one.
 
 This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages instead of a
 dump of the schema. It imports no stage, so any stage can check a block against the schema here.
@@ -50,8 +51,11 @@ def describe(error: jsonschema.ValidationError, where: str = "") -> str:
     """One line: the key (under `where`, the dotted path of the validated block), the value found and what the
     schema allows there."""
     key = _dotted([where, *error.absolute_path] if where else error.absolute_path)
+    if error.validator == "not" and "removed" in error.schema:  # a key the schema retired: {not: {}, removed: why}
+        return f"{key} was removed: {error.schema['removed']}"
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
+        allowed = sorted(name for name, spec in error.schema.get("properties", {}).items()
+                         if not (isinstance(spec, dict) and "removed" in spec))
         unknown = sorted(set(error.instance) - set(allowed))
         return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
     if error.validator == "required":

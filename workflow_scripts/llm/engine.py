@@ -40,7 +40,7 @@ generated: it is the cost of that call, whoever paid it.
 
 Cache (LLM_CACHE, Parquet shards via `cache.py`): key = sha256(model fingerprint, backend, sampling
 parameters, rendered prompt). The rendered prompt is the chat-template text (transformers, vllm) or the JSON of
-the messages (openai), after evidence truncation, so a changed template or policy invalidates exactly the
+the messages (openai without a `tokenizer`), after evidence truncation, so a changed template or policy invalidates exactly the
 requests whose prompt changed. At temperature 0 top_p and seed are left out of the key (they do not change a
 greedy output). The device is not in the key. Identical requests in one call are generated once. Missing
 requests are generated in shards of `shard_size` (sorted by prompt length, so batches pad little), each
@@ -51,8 +51,12 @@ the transformers backend imports torch) only when a request is missing from the 
 Context length: a prompt longer than `max_prompt_tokens` loses evidence, never its question or instructions:
 units are kept in rank order while they fit, the first that does not is cut to the remaining room (dropped if
 under `MIN_CUT_TOKENS`), the rest are dropped; `evidence_kept` and `evidence_truncated` record it. A prompt
-that does not fit even without evidence is an InputError. The openai backend has no tokenizer here and
-counts tokens as ceil(characters / `chars_per_token`) (4, as in Study C), an estimate.
+that does not fit even without evidence is an InputError. The openai backend counts and cuts with the served
+model's tokenizer when `tokenizer` names it, else estimates tokens as ceil(characters / `chars_per_token`) (4, as in
+Study C).
+
+A vllm block with `serve: true` is not loaded here: `load_engine` connects to the run's own server of it
+(`server.connect`, llm/server.py), which gives the same rows and cache keys as the offline engine.
 """
 
 import json
@@ -69,7 +73,7 @@ import polars as pl
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
 from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, frame
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.llm import rendering
+from workflow_scripts.llm import rendering, server
 from workflow_scripts.llm.backends import (
     ALTERNATIVES,
     Backend,
@@ -186,7 +190,10 @@ def fit(request: Request, backend: Backend, max_prompt_tokens: int) -> Fitted:
 def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models.generator") -> Engine:
     """Validate a config block and load its backend (GGUF conversions go to `model_cache`)."""
     config = engine_config(spec, where)
-    backend, limit = LOADERS[config.backend](config, model_cache, where)
+    if config.serve:  # the run's own server of this engine (llm/server.py)
+        backend, limit = server.connect(config, model_cache, where)
+    else:
+        backend, limit = LOADERS[config.backend](config, model_cache, where)
     return Engine(config, backend, limit)
 
 

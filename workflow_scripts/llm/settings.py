@@ -7,7 +7,8 @@ Out: `engine_config` → `EngineConfig`, `sampling_from` → `Sampling`; an Inpu
 
 Each key is checked against the config schema's `$defs/llm` (workflow_scripts/core/config.schema.yaml: names, types,
 ranges, enums), the one statement of them, then the rules that span keys, stated only here: dtype applies to the
-transformers backend only, the openai backend needs base_url, and the variable named by api_key_env must be set.
+transformers backend only, the openai backend needs base_url, `tokenizer` applies to openai and `serve` to vllm only,
+and the variable named by api_key_env must be set. A retired key is refused by the schema with why (`removed`).
 `validate_config` calls `engine_config` for models.generator and models.judge, so a run stops before any job on the
 same rules the engine applies when it loads. Each backend module's docstring says which keys it reads.
 """
@@ -73,9 +74,10 @@ class EngineConfig:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     max_retries: int = 3
-    backoff_s: float = 1.0
     concurrency: int = 8
     chars_per_token: float = 4.0
+    tokenizer: str | None = None
+    serve: bool = False
     structured_outputs: bool = True
     vllm: Mapping[str, Any] = field(default_factory=dict)
 
@@ -95,6 +97,12 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
         )
     if config.backend == "openai" and not config.base_url:
         problems.append(f"{where}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)")
+    if config.serve and config.backend != "vllm":
+        problems.append(f"{where}.serve applies to the vllm backend (one vLLM server for the run's jobs); the "
+                        f"{config.backend} backend {'is a server already' if config.backend == 'openai' else 'has none'}")
+    if config.tokenizer and config.backend != "openai":
+        problems.append(f"{where}.tokenizer applies to the openai backend; the {config.backend} backend uses "
+                        f"{where}.model's own tokenizer")
     if config.api_key_env and not os.environ.get(config.api_key_env):
         problems.append(
             f"{where}.api_key_env: the environment variable {config.api_key_env!r} is not set; export it before the "

@@ -133,11 +133,12 @@ def check_context(config: EngineConfig, limit: int | None, where: str) -> None:
 
 def topk_uncertainty(steps: Sequence[tuple[float, Sequence[float]]]) -> tuple[float | None, float | None, float | None]:
     """(mean entropy over the top-k, min token probability, sequence log-prob) from per-token
-    (chosen token's logprob, top-k logprobs); entropy is None unless every step has top-k values."""
+    (chosen token's logprob, top-k logprobs); entropy is None unless every step has top-k values. A -inf entry
+    (a token the grammar masked, listed by vLLM) has probability 0 and adds nothing to the entropy."""
     if not steps:
         return None, None, None
     chosen = [logprob for logprob, _ in steps]
-    entropies = [-sum(math.exp(value) * value for value in top) for _, top in steps if top]
+    entropies = [-sum(math.exp(value) * value for value in top if value > -math.inf) for _, top in steps if top]
     entropy = sum(entropies) / len(entropies) if len(entropies) == len(steps) else None
     return entropy, math.exp(min(chosen)), float(sum(chosen))
 

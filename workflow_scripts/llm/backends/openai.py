@@ -1,137 +1,264 @@
-"""The openai backend: `/chat/completions` of an OpenAI-compatible server (a served vLLM, Ollama) at `base_url`.
+"""The openai backend: an OpenAI-compatible server (vLLM's OpenAI server, Ollama, a hosted API) at `base_url`,
+through the official `openai` client.
 
-In:  an engine config (`settings.EngineConfig`: model, base_url, api_key_env, top_logprobs, timeout_s, max_retries,
-     backoff_s, concurrency, chars_per_token); then batches of `Prompt`s with their `Sampling`.
-Out: one `Outcome` per prompt: text, finish_reason, token counts from `usage`, top-k uncertainty, latency; or the
-     error that stopped it.
+In:  an engine config (`settings.EngineConfig`: model, base_url, api_key_env, tokenizer, top_logprobs, timeout_s,
+     max_retries, concurrency, chars_per_token, structured_outputs); then batches of `Prompt`s with their `Sampling`.
+Out: one `Outcome` per prompt: text, finish_reason, token counts from the server's `usage`, top-k uncertainty,
+     latency; or the error that stopped it.
 
-Requests carry `logprobs` and `top_logprobs: k` (`top_logprobs: 0` sends neither); `concurrency` requests are in
-flight. The API key is read from the environment variable named by `api_key_env` and only ever put in the request
-header. Refused connections, timeouts, HTTP 429 and 5xx are retried `max_retries` times with exponential backoff
-(`backoff_s` × 2^attempt); a request that still fails, or gets another 4xx or an unreadable body, is recorded with
-its cause and the run carries on. Each row carries its own request's wall time (retries included).
+How a prompt is sent (`prompt_mode`):
+- "completions" — `tokenizer` names the served model's tokenizer locally (a model reference as for the offline
+  backends: a packaged name, a GGUF file or a model folder). Prompts are then the model's chat template rendered,
+  counted and cut here by the same `ChatTokenizer` as the transformers and vllm backends, and the rendered text goes
+  to `/v1/completions`, where the server tokenizes it into the same ids: served and offline runs see identical
+  prompts (tests/test_served.py checks `usage.prompt_tokens` against the local count).
+- "chat" — otherwise: the messages go to `/v1/chat/completions` and the server applies its own template; evidence is
+  cut on an estimate, ceil(characters / `chars_per_token`) tokens. The rendered prompt (the cache key's text) is the
+  JSON of the messages.
 
-A constrained request sends its schema as `response_format: {"type": "json_schema", ...}`; a server that rejects
-it stops the job with one error naming the key that turns it off. There is no tokenizer here: the rendered prompt
-is the JSON of the messages, and tokens are counted as ceil(characters / `chars_per_token`), an estimate.
-Uncertainty is over the top-k log probabilities the server returns ("top_<k>"), null when it returns none.
+Before any work, `load` asks the server for `/v1/models`: an unreachable server is one error naming `base_url` and
+the model block, a model the server does not serve one naming both and what it serves. A vLLM server (its models
+are `owned_by` "vllm") gets vLLM's own request fields: a constrained request's schema or exact grammar as
+`structured_outputs` (as the offline vllm backend decodes it), and in completions mode `return_tokens_as_token_ids`,
+so a step's alternatives are token ids, decoded here. Other servers get `response_format: json_schema`; one that
+rejects it stops the job with one error naming the key that turns it off.
+
+`concurrency` requests are in flight on one event loop (`openai.AsyncOpenAI`). The client retries connection errors,
+timeouts, 408, 409, 429 and 5xx `max_retries` times with its own exponential backoff, honouring the server's
+Retry-After; a request that still fails, gets another 4xx or an unreadable body is recorded with its cause and the
+run carries on. The API key is read from the environment variable named by `api_key_env` and only ever given to the
+client. Uncertainty is over the top-k log probabilities the server returns ("top_<k>"; a constrained request asks
+for at least ALTERNATIVES, as the vllm backend does), null when it returns none; a log probability of -9999 or less
+is how vLLM's server writes a token the grammar masked (-inf), so a step listing one listed every allowed token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import re
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import requests
+import openai
 
+from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.llm.backends import Outcome, Prompt, TokenStep, constrained_sampling, topk_uncertainty
+from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, Prompt, TokenStep, constrained_sampling, topk_uncertainty
+from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.llm.settings import EngineConfig, Sampling
 
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 SCHEMA_REJECTED = frozenset({400, 422, 501})
 SCHEMA_WORDS = re.compile(r"response_format|json_schema|schema|structured|grammar", re.IGNORECASE)
+MASKED_LOGPROB = -9999.0  # vLLM's server writes -inf (a token the grammar masked) as -9999.0
+TOKEN_ID_PREFIX = "token_id:"  # a token as vLLM writes it under return_tokens_as_token_ids
 
 
-def load(config: EngineConfig, model_cache: Path, where: str) -> tuple[OpenAIBackend, None]:
-    """The backend of `config` (a server's context length is not known here)."""
-    return OpenAIBackend(config, where), None
+def load(config: EngineConfig, model_cache: Path, where: str) -> tuple[OpenAIBackend, int | None]:
+    """The backend of `config`, once the server answered that it serves `config.model`, and the context length the
+    server reports for it (vLLM's `max_model_len`; None when it reports none)."""
+    backend = OpenAIBackend(config, where, model_cache)
+    served = backend.served_model()
+    if backend.tokenizer_folder is not None:
+        backend.chat  # noqa: B018 — read the local tokenizer now: a bad reference fails before any work
+    return backend, served.get("max_model_len")
 
 
 class OpenAIBackend:
-    """/v1/chat/completions of an OpenAI-compatible server; the key is read from the environment, never stored."""
+    """An OpenAI-compatible server through `openai.AsyncOpenAI`; the key is read from the environment, never stored."""
 
     name = "openai"
+    record_steps = True  # a constrained reply's steps (judging/scores.py), as on the vllm backend
 
-    def __init__(self, config: EngineConfig, where: str = "models.generator"):
+    def __init__(self, config: EngineConfig, where: str = "models.generator", model_cache: Path | None = None):
         self.config, self.where = config, where
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.base_url = config.base_url.rstrip("/")
         self.device = config.base_url
-        self.fingerprint = f"openai-model:{config.model}"
         self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
+        self.tokenizer_folder, fingerprint = None, ""
+        if config.tokenizer:
+            if model_cache is None:
+                raise ValueError("a tokenizer reference needs the model cache (a GGUF file is converted there)")
+            self.tokenizer_folder, fingerprint = models.causal_lm_folder(config.tokenizer, model_cache)
+        self.prompt_mode = "completions" if self.tokenizer_folder is not None else "chat"
+        # the prompt text is in the cache key; the tokenizer's fingerprint says which tokenizer rendered it
+        self.fingerprint = f"openai-model:{config.model}" + (f"+tokenizer:{fingerprint}" if fingerprint else "")
+        self.vllm_server = False
+
+    @cached_property
+    def chat(self) -> ChatTokenizer:
+        return ChatTokenizer(self.tokenizer_folder)
+
+    def _api_key(self) -> str:
+        # the client needs some key; a local server without authentication ignores it
+        return os.environ[self.config.api_key_env] if self.config.api_key_env else "unused"
+
+    def served_model(self) -> dict[str, Any]:
+        """The server's `/v1/models` entry of `config.model`; InputError when the server cannot be reached or does
+        not serve it. Records whether the server is vLLM (its models are owned_by "vllm")."""
+        client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key(), timeout=self.config.timeout_s,
+                               max_retries=self.config.max_retries)
+        try:
+            entries = [entry.model_dump() for entry in client.models.list()]
+        except openai.APIConnectionError as error:
+            raise InputError(
+                f"{self.where}.base_url: no OpenAI-compatible server answers at {self.config.base_url} "
+                f"({type(error).__name__}: {error}); start the server (README, \"Served models\") or correct the URL"
+            ) from None
+        except openai.APIStatusError as error:
+            raise InputError(
+                f"{self.where}.base_url: the server at {self.config.base_url} refused to list its models (HTTP "
+                f"{error.status_code}: {_message(error)}); check {self.where}.api_key_env and the URL"
+            ) from None
+        finally:
+            client.close()
+        found = next((entry for entry in entries if entry.get("id") == self.config.model), None)
+        if found is None:
+            names = ", ".join(sorted(str(entry.get("id")) for entry in entries)) or "no models"
+            raise InputError(
+                f"{self.where}.model: the server at {self.config.base_url} does not serve {self.config.model!r}; it "
+                f"serves {names}"
+            )
+        self.vllm_server = found.get("owned_by") == "vllm"
+        return found
+
+    # ---- prompts ----------------------------------------------------------------------------------------------
 
     def render(self, messages: list[dict[str, str]]) -> str:
+        if self.prompt_mode == "completions":
+            return self.chat.render(messages)
         return json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
 
     def count_tokens(self, text: str) -> int:
+        if self.prompt_mode == "completions":
+            return len(self.chat.encode(text))
         return math.ceil(len(text) / self.config.chars_per_token)
 
     def cut(self, text: str, max_tokens: int) -> str:
+        if self.prompt_mode == "completions":
+            return self.chat.cut(text, max_tokens)
         return text[: int(max_tokens * self.config.chars_per_token)]
 
+    # ---- requests ---------------------------------------------------------------------------------------------
+
+    def top_logprobs(self, prompt: Prompt) -> int:
+        """The top-k asked for: `top_logprobs` (0: none), and at least ALTERNATIVES for a constrained reply's
+        steps."""
+        if self.config.top_logprobs and prompt.constraint is not None and self.record_steps:
+            return max(self.config.top_logprobs, ALTERNATIVES)
+        return self.config.top_logprobs
+
     def body(self, prompt: Prompt, sampling: Sampling) -> dict[str, Any]:
-        """The JSON body of one chat-completions request (a constrained one carries its schema as
-        `response_format`, with its own token budget: see `constrained_sampling`)."""
+        """The JSON body of one request (a constrained one carries its schema, with its own token budget: see
+        `constrained_sampling`)."""
         sampling = constrained_sampling(sampling, prompt.constraint)
-        body: dict[str, Any] = {
-            "model": self.config.model, "messages": prompt.messages, "temperature": sampling.temperature,
-            "max_tokens": sampling.max_new_tokens, "seed": sampling.seed,
-        }
+        body: dict[str, Any] = {"model": self.config.model}
+        if self.prompt_mode == "completions":
+            body["prompt"] = prompt.text
+        else:
+            body["messages"] = prompt.messages
+        body.update(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed)
         if sampling.temperature > 0:
             body["top_p"] = sampling.top_p
         if sampling.stop:
             body["stop"] = list(sampling.stop)
-        if self.config.top_logprobs:
-            body.update(logprobs=True, top_logprobs=self.config.top_logprobs)
+        k = self.top_logprobs(prompt)
+        if k and self.prompt_mode == "completions":
+            body["logprobs"] = k
+            if self.vllm_server:
+                body["return_tokens_as_token_ids"] = True
+        elif k:
+            body.update(logprobs=True, top_logprobs=k)
         if prompt.constraint is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": prompt.constraint.template, "schema": prompt.constraint.schema, "strict": True,
-            }}
+            if self.vllm_server:
+                kind, spec = prompt.constraint.grammar_spec()
+                body["structured_outputs"] = {kind: spec}
+            else:
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": prompt.constraint.template, "schema": prompt.constraint.schema, "strict": True,
+                }}
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key_env:
-            headers["Authorization"] = f"Bearer {os.environ[self.config.api_key_env]}"
-        return headers
-
-    def _call(self, prompt: Prompt, sampling: Sampling) -> Outcome:
-        started, cause = time.perf_counter(), ""
-        for attempt in range(self.config.max_retries + 1):
-            if attempt:
-                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = requests.post(
-                    self.url, json=self.body(prompt, sampling), headers=self._headers(), timeout=self.config.timeout_s,
-                )
-            except (requests.ConnectionError, requests.Timeout) as error:
-                cause = f"{type(error).__name__} from {self.url}"
-                continue
-            except requests.RequestException as error:
-                return Outcome(error=f"{type(error).__name__} from {self.url}: {error}",
-                               latency_s=time.perf_counter() - started)
-            if response.status_code in RETRY_STATUS:
-                cause = f"HTTP {response.status_code} from {self.url}: {response.text[:200]}"
-                continue
-            if prompt.constraint is not None and response.status_code in SCHEMA_REJECTED and \
-                    SCHEMA_WORDS.search(response.text):
-                raise InputError(
-                    f"the server at {self.config.base_url} rejected a request with response_format json_schema "
-                    f"(template {prompt.constraint.template}; HTTP {response.status_code}: {response.text[:200]}); "
-                    f"if it does not support structured outputs, set {self.where}.structured_outputs: false (replies "
-                    f"are then parsed, repaired and re-asked)"
-                )
-            if response.status_code != 200:
-                return Outcome(error=f"HTTP {response.status_code} from {self.url}: {response.text[:200]}",
-                               latency_s=time.perf_counter() - started)
-            try:
-                outcome = parse_chat_completion(response.json(), constrained=prompt.constraint is not None)
-            except (ValueError, KeyError, IndexError, TypeError) as error:
-                outcome = Outcome(error=f"unreadable response from {self.url}: {error}")
-            return outcome._replace(latency_s=time.perf_counter() - started)
-        tries = self.config.max_retries + 1
-        return Outcome(error=f"{cause} (gave up after {tries} tries)", latency_s=time.perf_counter() - started)
-
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            return list(pool.map(lambda prompt: self._call(prompt, sampling), batch))
+        return asyncio.run(self._complete(batch, sampling))
+
+    async def _complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        gate = asyncio.Semaphore(self.config.concurrency)
+        async with openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key(), timeout=self.config.timeout_s,
+                                      max_retries=self.config.max_retries) as client:
+            async def one(prompt: Prompt) -> Outcome:
+                async with gate:
+                    return await self._call(client, prompt, sampling)
+
+            return list(await asyncio.gather(*(one(prompt) for prompt in batch)))
+
+    async def _call(self, client: openai.AsyncOpenAI, prompt: Prompt, sampling: Sampling) -> Outcome:
+        started = time.perf_counter()
+        body = self.body(prompt, sampling)
+        standard = {key: value for key, value in body.items() if key not in ("structured_outputs",
+                                                                              "return_tokens_as_token_ids")}
+        extra = {key: value for key, value in body.items() if key not in standard}
+        endpoint = client.completions if self.prompt_mode == "completions" else client.chat.completions
+        url = f"{self.base_url}/{'completions' if self.prompt_mode == 'completions' else 'chat/completions'}"
+        tries = self.config.max_retries + 1
+        try:
+            response = await endpoint.create(**standard, extra_body=extra or None)
+        except openai.APIConnectionError as error:  # APITimeoutError too
+            return Outcome(error=f"{type(error).__name__} from {url} (gave up after {tries} tries)",
+                           latency_s=time.perf_counter() - started)
+        except openai.APIStatusError as error:
+            message = _message(error)
+            if prompt.constraint is not None and error.status_code in SCHEMA_REJECTED and SCHEMA_WORDS.search(message):
+                raise InputError(
+                    f"the server at {self.config.base_url} rejected a request with a reply schema (template "
+                    f"{prompt.constraint.template}; HTTP {error.status_code}: {message[:200]}); if it does not support "
+                    f"structured outputs, set {self.where}.structured_outputs: false (replies are then parsed, "
+                    f"repaired and re-asked)"
+                ) from None
+            retried = f" (gave up after {tries} tries)" if error.status_code in (408, 409, 429) or \
+                error.status_code >= 500 else ""
+            return Outcome(error=f"HTTP {error.status_code} from {url}: {message[:200]}{retried}",
+                           latency_s=time.perf_counter() - started)
+        try:
+            payload = response.model_dump()
+            if self.prompt_mode == "completions":
+                outcome = parse_completion(payload, self._decode if prompt.constraint is not None else None)
+            else:
+                outcome = parse_chat_completion(payload, constrained=prompt.constraint is not None)
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            outcome = Outcome(error=f"unreadable response from {url}: {error}")
+        if outcome.steps is not None:  # a constrained reply's uncertainty is over the top k it asked for
+            outcome = outcome._replace(uncertainty_basis=f"top_{self.top_logprobs(prompt)}")
+        return outcome._replace(latency_s=time.perf_counter() - started)
+
+    def _decode(self, token: str) -> str:
+        """A token as the server wrote it: vLLM's "token_id:<id>" decoded with the local tokenizer, else as is."""
+        if token.startswith(TOKEN_ID_PREFIX):
+            return self.chat.decode([int(token[len(TOKEN_ID_PREFIX):])])
+        return token
+
+
+def _message(error: openai.APIStatusError) -> str:
+    """The server's own words of an error response (its JSON `message` or `error`, else the body)."""
+    body = error.body
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            return str(inner.get("message") or inner)
+        return str(body.get("message") or inner)
+    return str(body if body is not None else error.message)
+
+
+def _step(token: str, chosen: float, alternatives: list[tuple[str, float]]) -> tuple[TokenStep, tuple]:
+    """A TokenStep (masked alternatives dropped, `complete` when one was listed) and its (chosen, top-k) logprobs."""
+    kept = tuple((name, value) for name, value in alternatives if value > MASKED_LOGPROB)
+    return (TokenStep(token, kept, len(kept) < len(alternatives)),
+            (chosen, [value if value > MASKED_LOGPROB else -math.inf for _, value in alternatives]))
 
 
 def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False) -> Outcome:
@@ -141,20 +268,34 @@ def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False)
     text = choice["message"]["content"]
     if not isinstance(text, str):
         raise TypeError("the message has no text content")
-    usage = payload.get("usage") or {}
-    steps = [
-        (float(token["logprob"]), [float(top["logprob"]) for top in token.get("top_logprobs") or []])
-        for token in ((choice.get("logprobs") or {}).get("content") or [])
-    ]
-    entropy, min_prob, logprob = topk_uncertainty(steps)
     tokens = (choice.get("logprobs") or {}).get("content") or []
-    alternatives = tuple(
-        TokenStep(token["token"], tuple((top["token"], float(top["logprob"])) for top in token.get("top_logprobs") or []))
-        for token in tokens
-    ) if constrained and tokens else None
+    parsed = [_step(token["token"], float(token["logprob"]),
+                    [(top["token"], float(top["logprob"])) for top in token.get("top_logprobs") or []])
+              for token in tokens]
+    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained)
+
+
+def parse_completion(payload: Mapping[str, Any], decode=None) -> Outcome:
+    """An `Outcome` from a completions response body; with `decode` (a constrained request: token → text), its
+    tokens with their alternatives as `steps`."""
+    choice = payload["choices"][0]
+    text = choice["text"]
+    if not isinstance(text, str):
+        raise TypeError("the choice has no text")
+    logprobs = choice.get("logprobs") or {}
+    constrained, decode = decode is not None, decode or (lambda token: token)
+    parsed = [_step(decode(token), float(chosen), [(decode(name), float(value)) for name, value in
+                                                   sorted((top or {}).items(), key=lambda pair: -pair[1])])
+              for token, chosen, top in zip(logprobs.get("tokens") or [], logprobs.get("token_logprobs") or [],
+                                            logprobs.get("top_logprobs") or [])]
+    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained)
+
+
+def _outcome(choice: Mapping[str, Any], usage: Mapping[str, Any], text: str, parsed: list, constrained: bool) -> Outcome:
+    entropy, min_prob, logprob = topk_uncertainty([values for _, values in parsed])
     return Outcome(
         text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
         prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob, steps=alternatives,
+        mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
+        steps=tuple(step for step, _ in parsed) if constrained and parsed else None,
     )
-

@@ -122,6 +122,18 @@ def _available_gib() -> float:
     return math.inf
 
 
+def engine_options(config: EngineConfig) -> dict[str, Any]:
+    """The `vllm.LLM` keywords of a block besides model and seed: defaults, CPU defaults, then the `vllm` block."""
+    return {**VLLM_DEFAULTS, **(VLLM_CPU_DEFAULTS if config.device == "cpu" else {}),
+            **{key: value for key, value in config.vllm.items() if key not in VLLM_OWN_KEYS}}
+
+
+def engine_fingerprint(config: EngineConfig, model_fingerprint: str) -> str:
+    """The model's fingerprint with the engine's precision (another precision: other outputs); served by the run's
+    own server (llm/server.py) or not, the same engine has the same fingerprint."""
+    return f"{model_fingerprint}+vllm:{engine_options(config).get('dtype', 'auto')}"
+
+
 class VllmBackend(ChatTemplateBackend):
     """Offline batched generation with `vllm.LLM` in a worker process (`vllm_worker.py`), on token ids of the
     model's own chat template rendered here (`ChatTokenizer`, as the transformers backend does). The worker, and
@@ -136,10 +148,8 @@ class VllmBackend(ChatTemplateBackend):
         self.chat = ChatTokenizer(folder)
         self.device = config.device
         self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
-        options = {**VLLM_DEFAULTS, **(VLLM_CPU_DEFAULTS if config.device == "cpu" else {}),
-                   **{key: value for key, value in config.vllm.items() if key not in VLLM_OWN_KEYS}}
-        self.llm_kwargs = {"model": str(folder), "seed": config.sampling.seed, **options}
-        self.fingerprint = f"{fingerprint}+vllm:{options.get('dtype', 'auto')}"  # another precision: other outputs
+        self.llm_kwargs = {"model": str(folder), "seed": config.sampling.seed, **engine_options(config)}
+        self.fingerprint = engine_fingerprint(config, fingerprint)
         self.environment = dict(os.environ)
         if config.device == "cpu":
             space = config.vllm.get("kv_cache_gib", VLLM_CPU_KV_CACHE_GIB)

@@ -84,6 +84,16 @@ def _generate(llm, vllm, prompts: list, params: list) -> list[dict]:
         return [output for ids, spec in zip(prompts, params) for output in _generate(llm, vllm, [ids], [spec])]
 
 
+def serve() -> None:
+    """`vllm_worker.py --serve <api_server arguments>`: vLLM's OpenAI-compatible server (llm/server.py), under the
+    same watchdog as the worker."""
+    die_with_parent()
+    import runpy
+
+    sys.argv = ["vllm.entrypoints.openai.api_server", *sys.argv[2:]]
+    runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)
+
+
 def main() -> None:
     die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
@@ -99,4 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve() if sys.argv[1:2] == ["--serve"] else main()
