@@ -52,7 +52,7 @@ def start_model_servers():
             if isinstance(block, dict) and block.get("serve"):
                 blocks[f"models.{name}"] = block
     if blocks:
-        urls = start_run_servers(blocks, MODEL_CACHE)
+        urls = start_run_servers(blocks, MODEL_CACHE, "results/logs/servers")
         logger.info(
             f"ragfrontier: one vLLM server for the run's LLM jobs ({', '.join(sorted(blocks))}): {', '.join(urls)}"
         )

@@ -138,7 +138,7 @@ def test_a_job_killed_while_its_server_starts_leaves_no_process(models_cache, pr
     job = subprocess.Popen([sys.executable, "-c", JOB_THAT_IS_KILLED, json.dumps(VLLM), str(models_cache)],
                            cwd=project_root, stdout=subprocess.PIPE, text=True)
     try:
-        line = job.stdout.readline()
+        line = next(line for line in job.stdout if "(process group " in line)  # after any conversion lines
         group = int(line.split("(process group ")[1].split(")")[0])
         deadline = time.monotonic() + 180
         while len(process_group(group)) < 2 and time.monotonic() < deadline:  # vLLM's engine process has started

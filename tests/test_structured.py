@@ -264,3 +264,49 @@ def test_a_server_rejecting_response_format_names_the_key_to_turn_it_off(schema_
     off = llm.generate([STEPS[5]], _openai(schema_server, model="reject-me", structured_outputs=False), tmp_path)
     assert "response_format" not in SchemaServer.bodies[-1] and not off["constrained"][0]
     assert off["status"][0] == "ok" and off["text"][0] == "Search for it."
+
+
+class CompletionsServer(JsonHandler):
+    """/v1/completions and /v1/models of a stand-in that says it is vLLM ("vllm" in the path prefix) or not; the
+    reply text for a prompt containing "garbage" is not JSON."""
+
+    bodies: ClassVar[list[dict]] = []
+
+    def do_GET(self):
+        owner = "vllm" if self.path.startswith("/vllm") else "someone"
+        self.send_json(200, {"object": "list", "data": [{"id": "served", "object": "model", "owned_by": owner}]})
+
+    def do_POST(self):
+        body = self.read_json()
+        CompletionsServer.bodies.append(body)
+        if "garbage" in body["prompt"]:
+            return self.send_json(200, "<html>not json</html>")
+        self.send_json(200, {"choices": [{"text": '{"search": "graphs"}', "finish_reason": "stop", "index": 0}],
+                             "usage": {"prompt_tokens": 40, "completion_tokens": 6}})
+
+
+@pytest.mark.parametrize("owner", ["vllm", "other"])
+def test_completions_mode_bodies_and_an_unreadable_reply(owner, pytestconfig, tmp_path):
+    """With a `tokenizer`: the rendered prompt goes to /v1/completions; a vLLM server gets its own fields (the
+    grammar, token ids, no second BOS), another server response_format (through extra_body: the client's
+    completions call does not declare it); a 200 reply that is not JSON is that row's error, not the job's."""
+    CompletionsServer.bodies = []
+    with serving(CompletionsServer) as url:
+        base = url.replace("/v1", "/vllm/v1") if owner == "vllm" else url
+        spec = {"backend": "openai", "model": "served", "base_url": base, "max_retries": 0, "top_logprobs": 2,
+                "tokenizer": SMOLLM2["model"]}
+        engine = llm.load_engine(spec, pytestconfig.cache.mkdir("ragfrontier-models"), "models.judge")
+        table = llm.generate([STEPS[5]], engine, tmp_path / "a")
+        garbage = llm.generate([llm.Request("g", TEMPLATES["answer_closed_book"], {"question": "garbage?"})], engine,
+                               tmp_path / "b")
+    body = CompletionsServer.bodies[0]
+    assert body["prompt"].startswith("<|im_start|>system") and "messages" not in body
+    if owner == "vllm":
+        assert body["structured_outputs"] == dict([TOOL_CALL_REPLY.grammar_spec()])
+        assert body["add_special_tokens"] is False and body["return_tokens_as_token_ids"] is True
+        assert "response_format" not in body
+    else:
+        assert body["response_format"]["json_schema"]["schema"] == TOOL_CALL_REPLY.schema
+        assert not {"structured_outputs", "add_special_tokens", "return_tokens_as_token_ids"} & set(body)
+    assert table["status"][0] == "ok" and json.loads(table["text"][0]) == {"search": "graphs"}
+    assert garbage["status"][0] == "error" and garbage["error"][0].startswith("unreadable response from ")

@@ -4,13 +4,13 @@ In:  an LLM block of the `vllm` backend (model, device, top_logprobs, sampling, 
      run reads) and the model cache (a GGUF model is converted there once, as for the offline backends).
 Out: `serve(spec, model_cache, where)`, a context manager that starts the server on a free port of 127.0.0.1, waits
      until it answers, and yields the `openai`-backend block that talks to it: the same model, served under the
-     name `SERVED_NAME`, with the model reference as `tokenizer`, so prompts are rendered, counted and cut as offline
+     name `SERVED_NAME` (a run's servers: "ragfrontier-<key>"), with the model reference as `tokenizer`, so prompts are rendered, counted and cut as offline
      (llm/backends/openai.py, "completions"). On leaving, the server and its engine processes are stopped.
 
 The server is vLLM's own (`vllm.entrypoints.openai.api_server`), started through `vllm_worker.py --serve` in the
 Python the offline backend would use (`vllm.python`, this interpreter, or .venv-vllm), with the offline backend's
 engine arguments (`VllmBackend.llm_kwargs`: the converted model folder, seed, float32 and eager mode on CPU, xgrammar
-without whitespace) and environment (KV-cache size, thread binding) given as command-line flags, so a served run
+without whitespace) as command-line flags and its environment (KV-cache size, thread binding), so a served run
 decodes as the offline one does. It leads its own process group, which vLLM's engine processes join; the group is
 killed when the context ends, and the worker's watchdog kills it when the process that started it dies without
 ending the context (killed, crashed).
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 SERVED_NAME = "ragfrontier-local"
 START_TIMEOUT_S = 900  # a cold start on 2 shared cores is about 45 s; a GPU box loading a large model takes longer
 STOP_TIMEOUT_S = 30
+RUN_SERVER_TIMEOUT_S = 3600.0  # a request to the run's own server (see RunServerBackend)
 CLIENT_KEYS = ("max_prompt_tokens", "batch_size", "shard_size", "top_logprobs", "sampling", "structured_outputs")
 ENGINE_KEYS = ("model", "device", "vllm")  # what makes two blocks one server (the rest is per request)
 
@@ -92,18 +93,23 @@ def _answers(url: str) -> bool:
 
 @contextmanager
 def serve(spec: Mapping[str, Any], model_cache: Path, where: str = "models.generator",
-          start_timeout_s: float = START_TIMEOUT_S) -> Iterator[dict[str, Any]]:
-    """Serve the `vllm` block `spec` on 127.0.0.1 for the length of the `with` block; yields the `openai` block of
-    that server (see the module docstring). InputError when the server does not come up, with its last log line."""
+          start_timeout_s: float = START_TIMEOUT_S, name: str = SERVED_NAME,
+          log_path: Path | None = None) -> Iterator[dict[str, Any]]:
+    """Serve the `vllm` block `spec` on 127.0.0.1 under the model name `name` for the length of the `with` block;
+    yields the `openai` block of that server (see the module docstring). The server's output goes to `log_path`
+    (default: a temporary file, gone afterwards). InputError when the server does not come up, with its last log
+    line."""
     config = engine_config({key: value for key, value in spec.items() if key != "serve"}, where)
     if config.backend != "vllm":
         raise InputError(f"{where}.backend: a local server runs a vllm block; this one is {config.backend!r}")
     backend, _ = vllm_backend.load(config, model_cache, where)
     port = free_port()
     command = [backend.python, str(vllm_backend.VLLM_WORKER), "--serve", *engine_flags(backend.llm_kwargs),
-               "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
                "--max-logprobs", str(max(ALTERNATIVES, config.top_logprobs)), "--disable-uvicorn-access-log"]
-    with tempfile.TemporaryFile(mode="w+") as output:
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w+") if log_path is not None else tempfile.TemporaryFile(mode="w+") as output:  # noqa: SIM115
         started = time.perf_counter()
         server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=backend.environment,
                                   start_new_session=True)  # its own process group, with vLLM's engine processes
@@ -122,7 +128,7 @@ def serve(spec: Mapping[str, Any], model_cache: Path, where: str = "models.gener
             log.info("vLLM server for %s answers at 127.0.0.1:%d after %.1f s", backend.folder, port,
                      time.perf_counter() - started)
             client = {key: value for key, value in spec.items() if key in CLIENT_KEYS}
-            yield {**client, "backend": "openai", "model": SERVED_NAME, "tokenizer": config.model,
+            yield {**client, "backend": "openai", "model": name, "tokenizer": config.model,
                    "base_url": f"http://127.0.0.1:{port}/v1"}
         finally:
             stop(server)
@@ -159,15 +165,22 @@ def registry(model_cache: Path) -> Path:
     return Path(model_cache) / "servers"
 
 
-def start_run_servers(blocks: Mapping[str, Mapping[str, Any]], model_cache: Path) -> list[str]:
+def start_run_servers(blocks: Mapping[str, Mapping[str, Any]], model_cache: Path, log_folder: Path) -> list[str]:
     """Serve each distinct engine among `blocks` ({where: block} of `serve: true` vllm blocks) for the rest of this
-    process, recording its openai block in the registry; the URLs started. Stopped by `stop_run_servers`."""
+    process, named after its key (a stale registry entry never reaches another run's server) and logging to
+    `log_folder`/<key>.log, recording its openai block in the registry; the URLs started. Blocks that share an
+    engine share its server, which returns as many log probabilities as the most demanding of them asks for.
+    Stopped by `stop_run_servers`."""
     atexit.register(stop_run_servers)
+    configs = {where: engine_config(spec, where) for where, spec in blocks.items()}
+    keys = {where: server_key(config) for where, config in configs.items()}
+    top_k = {key: max(configs[where].top_logprobs for where in keys if keys[where] == key) for key in keys.values()}
     started = {}
     for where, spec in sorted(blocks.items()):
-        key = server_key(engine_config(spec, where))
+        key = keys[where]
         if key not in started:
-            block = _RUN.enter_context(serve(spec, model_cache, where))
+            block = _RUN.enter_context(serve({**spec, "top_logprobs": top_k[key]}, model_cache, where,
+                                             name=f"ragfrontier-{key}", log_path=Path(log_folder) / f"{key}.log"))
             entry = registry(model_cache) / f"{key}.json"
             entry.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(json.dumps(block), entry)
@@ -185,9 +198,10 @@ class RunServerBackend(OpenAIBackend):
     """The openai client of a run's own vLLM server, under the offline vllm backend's identity: same name,
     fingerprint and device (so the same cache keys and rows), and the same top-k rule for constrained replies."""
 
-    def __init__(self, config: EngineConfig, base_url: str, where: str, model_cache: Path):
-        client = replace(config, backend="openai", model=SERVED_NAME, base_url=base_url, tokenizer=config.model,
-                         vllm={}, serve=False)
+    def __init__(self, config: EngineConfig, block: Mapping[str, Any], where: str, model_cache: Path):
+        # a local engine: no network to time out on, but a request may queue behind the whole run's others
+        client = replace(config, backend="openai", model=block["model"], base_url=block["base_url"],
+                         tokenizer=config.model, vllm={}, serve=False, timeout_s=RUN_SERVER_TIMEOUT_S)
         super().__init__(client, where, model_cache)
         _, model_fingerprint = models.causal_lm_folder(config.model, model_cache)
         self.name, self.device = vllm_backend.VllmBackend.name, config.device
@@ -209,5 +223,5 @@ def connect(config: EngineConfig, model_cache: Path, where: str) -> tuple[RunSer
             f"starts one when a run has LLM jobs to do (local execution); a job run on its own, or on a cluster node, "
             f"needs {where}.serve: false (an engine per job) or backend: openai with a server's base_url"
         )
-    backend = RunServerBackend(config, block["base_url"], where, model_cache)
+    backend = RunServerBackend(config, block, where, model_cache)
     return backend, backend.served_model().get("max_model_len")

@@ -20,7 +20,9 @@ Before any work, `load` asks the server for `/v1/models`: an unreachable server 
 the model block, a model the server does not serve one naming both and what it serves. A vLLM server (its models
 are `owned_by` "vllm") gets vLLM's own request fields: a constrained request's schema or exact grammar as
 `structured_outputs` (as the offline vllm backend decodes it), and in completions mode `return_tokens_as_token_ids`,
-so a step's alternatives are token ids, decoded here. Other servers get `response_format: json_schema`; one that
+so a step's alternatives are token ids, decoded here, and `add_special_tokens: false` (the rendered template
+holds its own BOS). Another server tokenizes the completions prompt with its own defaults: check `prompt_tokens`
+against the local count for a model whose tokenizer adds a BOS. Other servers get `response_format: json_schema`; one that
 rejects it stops the job with one error naming the key that turns it off.
 
 `concurrency` requests are in flight on one event loop (`openai.AsyncOpenAI`). The client retries connection errors,
@@ -28,7 +30,7 @@ timeouts, 408, 409, 429 and 5xx `max_retries` times with its own exponential bac
 Retry-After; a request that still fails, gets another 4xx or an unreadable body is recorded with its cause and the
 run carries on. The API key is read from the environment variable named by `api_key_env` and only ever given to the
 client. Uncertainty is over the top-k log probabilities the server returns ("top_<k>"; a constrained request asks
-for at least ALTERNATIVES, as the vllm backend does), null when it returns none; a log probability of -9999 or less
+for at least ALTERNATIVES, as the vllm backend does, unless `top_logprobs` is 0), null when it returns none; a log probability of -9999 or less
 is how vLLM's server writes a token the grammar masked (-inf), so a step listing one listed every allowed token.
 """
 
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pydantic
 
 from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
@@ -53,6 +56,13 @@ from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, Prompt, TokenSt
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.llm.settings import EngineConfig, Sampling
 
+# the body keys each endpoint's `create` takes as arguments; any other key goes in `extra_body` (vLLM's own fields,
+# and response_format, which the completions endpoint of the client does not declare)
+STANDARD_KEYS = {
+    "completions": frozenset({"model", "prompt", "temperature", "max_tokens", "seed", "top_p", "stop", "logprobs"}),
+    "chat": frozenset({"model", "messages", "temperature", "max_tokens", "seed", "top_p", "stop", "logprobs",
+                       "top_logprobs", "response_format"}),
+}
 SCHEMA_REJECTED = frozenset({400, 422, 501})
 SCHEMA_WORDS = re.compile(r"response_format|json_schema|schema|structured|grammar", re.IGNORECASE)
 MASKED_LOGPROB = -9999.0  # vLLM's server writes -inf (a token the grammar masked) as -9999.0
@@ -160,6 +170,8 @@ class OpenAIBackend:
         body: dict[str, Any] = {"model": self.config.model}
         if self.prompt_mode == "completions":
             body["prompt"] = prompt.text
+            if self.vllm_server:  # the rendered template holds its special tokens already (no second BOS)
+                body["add_special_tokens"] = False
         else:
             body["messages"] = prompt.messages
         body.update(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed)
@@ -200,8 +212,7 @@ class OpenAIBackend:
     async def _call(self, client: openai.AsyncOpenAI, prompt: Prompt, sampling: Sampling) -> Outcome:
         started = time.perf_counter()
         body = self.body(prompt, sampling)
-        standard = {key: value for key, value in body.items() if key not in ("structured_outputs",
-                                                                              "return_tokens_as_token_ids")}
+        standard = {key: value for key, value in body.items() if key in STANDARD_KEYS[self.prompt_mode]}
         extra = {key: value for key, value in body.items() if key not in standard}
         endpoint = client.completions if self.prompt_mode == "completions" else client.chat.completions
         url = f"{self.base_url}/{'completions' if self.prompt_mode == 'completions' else 'chat/completions'}"
@@ -211,6 +222,8 @@ class OpenAIBackend:
         except openai.APIConnectionError as error:  # APITimeoutError too
             return Outcome(error=f"{type(error).__name__} from {url} (gave up after {tries} tries)",
                            latency_s=time.perf_counter() - started)
+        except (ValueError, openai.APIResponseValidationError) as error:  # a 200 whose body is not the JSON expected
+            return Outcome(error=f"unreadable response from {url}: {error}", latency_s=time.perf_counter() - started)
         except openai.APIStatusError as error:
             message = _message(error)
             if prompt.constraint is not None and error.status_code in SCHEMA_REJECTED and SCHEMA_WORDS.search(message):
@@ -225,6 +238,8 @@ class OpenAIBackend:
             return Outcome(error=f"HTTP {error.status_code} from {url}: {message[:200]}{retried}",
                            latency_s=time.perf_counter() - started)
         try:
+            if not isinstance(response, pydantic.BaseModel):  # a body the client could not parse comes back as text
+                raise TypeError(f"not a JSON completion: {str(response)[:200]!r}")
             payload = response.model_dump()
             if self.prompt_mode == "completions":
                 outcome = parse_completion(payload, self._decode if prompt.constraint is not None else None)
@@ -245,12 +260,9 @@ class OpenAIBackend:
 
 def _message(error: openai.APIStatusError) -> str:
     """The server's own words of an error response (its JSON `message` or `error`, else the body)."""
-    body = error.body
+    body = error.body  # the client has already taken the `error` member out of a JSON body
     if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            return str(inner.get("message") or inner)
-        return str(body.get("message") or inner)
+        return str(body.get("message") or body)
     return str(body if body is not None else error.message)
 
 
