@@ -12,16 +12,15 @@ output may contain it.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import polars as pl
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
+from local_server import JsonHandler, chat_completion, serving
 from workflow_helpers import SNAKEMAKE, make_workdir
 
 from workflow_scripts.config.validate import validate_config
@@ -63,38 +62,25 @@ socket.getaddrinfo = getaddrinfo
 '''
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """/v1/chat/completions answering every request with one short text; records the Authorization headers."""
+class FakeOpenAI(JsonHandler):
+    """/v1/chat/completions answering every request with one short text (and /v1/models, which the openai backend
+    asks first); records the Authorization headers."""
 
-    headers_seen: list[str] = []
+    models = ("fake-model",)
+    headers_seen: ClassVar[list[str]] = []
 
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         FakeOpenAI.headers_seen.append(self.headers.get("Authorization", ""))
-        reply = {
-            "choices": [{"message": {"role": "assistant", "content": f"A short answer ({len(body['messages'])})."},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 5},
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(200, chat_completion(f"A short answer ({len(body['messages'])}).", prompt_tokens=20,
+                                            completion_tokens=5))
 
 
 @pytest.fixture
 def fake_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     FakeOpenAI.headers_seen = []
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(FakeOpenAI) as url:
+        yield url.removeprefix("http://").removesuffix("/v1")
 
 
 def served_config(endpoint: str) -> dict:

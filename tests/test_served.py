@@ -209,7 +209,7 @@ def test_one_server_per_run_writes_the_tables_of_an_engine_per_job(tmp_path):
     served_work = tiny_workdir(tmp_path / "served", SERVED_TINY)
     served_log = snakemake(served_work).stdout
     assert served_log.count("one vLLM server for the run's LLM jobs (models.generator, models.judge)") == 1
-    assert vllm_processes() - before == set(), "the run's server is stopped when the run ends"
+    assert not vllm_processes() - before, "the run's server and its engine are gone when the run ends"
     assert list(registry(served_work / "results" / "cache" / "models").glob("*.json")) == []
     per_job = tiny_workdir(tmp_path / "per_job", PER_JOB_TINY)
     snakemake(per_job)

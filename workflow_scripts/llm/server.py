@@ -135,17 +135,21 @@ def serve(spec: Mapping[str, Any], model_cache: Path, where: str = "models.gener
 
 
 def stop(server: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group (vLLM shuts its engine down), SIGKILL after STOP_TIMEOUT_S."""
+    """SIGTERM to the server's process group (vLLM shuts its engine down), SIGKILL after STOP_TIMEOUT_S; returns once
+    no process of the group is left (engine processes outliving the server are killed and waited for)."""
     if server.poll() is None:
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             pass
-    try:
-        os.killpg(server.pid, signal.SIGKILL)  # engine processes that outlived the server
-    except ProcessLookupError:
-        pass
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(server.pid, signal.SIGKILL)  # engine processes that outlived the server
+        except ProcessLookupError:
+            break  # the group is empty
+        time.sleep(0.2)
     server.wait()
 
 
