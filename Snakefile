@@ -9,6 +9,9 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "report/workflow.rst"  # the landing page of `snakemake --report`: the run's generated findings
+
+
 include: "rules/common.smk"
 include: "rules/inputs/ingest.smk"
 include: "rules/ingest.smk"

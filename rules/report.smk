@@ -108,7 +108,7 @@ rule report_figures:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/report/stage.py"
+        "../workflow_scripts/report/jobs/report_figures.py"
 
 
 rule summary:
@@ -116,6 +116,8 @@ rule summary:
         summary_inputs,
     output:
         summary=report(f"results/summary_{config['name']}.md", caption="../report/summary.rst", category="Tables"),
+        pages=[f"results/summary_{config['name']}/{dataset}.md" for dataset in DATASETS],
+        findings=f"results/summary_{config['name']}/findings.rst",  # the report's landing page includes it
     log:
         "results/logs/summary/summary.log",
     benchmark:
@@ -126,7 +128,7 @@ rule summary:
         datasets=DATASETS,
         name=config["name"],
     script:
-        "../workflow_scripts/report/stage.py"
+        "../workflow_scripts/report/jobs/summary.py"
 
 
 # The ledger reads `answers/<policy>_study_a.parquet`, which the policy wildcard of generate_answers also matches
@@ -169,4 +171,4 @@ rule study_c_figures:
     conda:
         "../envs/cpu.yaml"
     script:
-        "../workflow_scripts/report/stage.py"
+        "../workflow_scripts/report/jobs/study_c_figures.py"

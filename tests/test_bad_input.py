@@ -72,6 +72,9 @@ CONFIG_CASES = {
     "missing dataset file": (set_key("datasets.demo.path", "data/nope.json"),
                              "datasets.demo.path: file 'data/nope.json' does not exist"),
     "folder instead of file": (set_key("datasets.demo.path", str(PROJECT_ROOT / "data")), "is a folder; name the file inside it"),
+    "no name (a config of one's own, run with --replace-workflow-config)": (
+        lambda config: config.pop("name"),
+        "(top level): 'name' is a required property (The run's name: its summary is results/summary_<name>.md"),
     "no datasets": (set_key("datasets", {}), "datasets = {} is not allowed; expected at least 1 entries"),
     "dataset name with a space": (set_key("datasets", {"my data": {"format": "qasper", "path": "x"}}),
                                   "expected a string matching"),

@@ -15,7 +15,7 @@ import yaml
 from workflow_helpers import planned_jobs, snakemake
 
 from workflow_scripts.core.contracts import CONTRACTS, read_table
-from workflow_scripts.report.stage import cell, markdown_table
+from workflow_scripts.report.summary import cell, markdown_table
 
 FIGURES = ("frontiers", "calibration", "outcomes", "utility", "cost_breakdown", "cost_frontiers")
 PAIR = "keep_vs_hybrid"
@@ -88,12 +88,23 @@ def test_policy_costs_split_by_component_and_reuse_is_cheaper(finished_run):
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_summary_markdown_quotes_the_tables(finished_run):
+def test_summary_opens_with_findings_and_links_every_table(finished_run):
     summary = (finished_run / "results" / "summary_demo.md").read_text()
-    for heading in ("## demo", "### Retrieval metrics per arm and split", "### Routing: held-out policies — keep_vs_hybrid",
-                    "### Cost: each router's frozen policy", "### Cost: triggering the alternative arm"):
+    assert summary.startswith("# ragfrontier results: demo\n\n## Findings\n")
+    findings = summary[:summary.index("\n## demo")]
+    for pair in ("keep_vs_hybrid", "dense_vs_rrf"):
+        assert f"- Pair `{pair}` (Success@5): on 14 held-out questions, always switching rescues" in findings
+    assert "Best held-out utility (metric − c × trigger, c = 0.02): router `ridge`" in findings
+    assert "Realized held-out usage vs target ρ ∈ [0.1, 0.9]: deployable thresholds exceed ρ at" in findings
+    assert "- Judged correctness hybrid − keep: Δ" in findings and "n = 17 questions in 3 groups" in findings
+    for heading in ("## demo", "### Retrieval metrics", "### Routing: held-out policies — keep_vs_hybrid"):
         assert heading in summary
-    assert "| router | families | component |" in summary
+    assert "### Cost:" not in summary and "[summary_demo/demo.md](summary_demo/demo.md)" in summary
+    page = (finished_run / "results" / "summary_demo" / "demo.md").read_text()
+    for heading in ("### Routing: calibration audit — keep_vs_hybrid", "### Cost: each router's frozen policy — keep_vs_hybrid",
+                    "### Cost: reuse vs recompute — keep_vs_hybrid", "### Routing: budget frontiers — dense_vs_rrf"):
+        assert heading in page
+    assert "| router | families | component |" in page
 
 
 def test_markdown_cells_are_html_escaped():
@@ -134,6 +145,7 @@ window.addEventListener("load", () => {
 def test_report_opens_in_chromium_with_every_figure(finished_run):
     snakemake(finished_run, "--report", "report.html")
     html = (finished_run / "report.html").read_text()
+    assert "always switching rescues" in html and "Best held-out utility" in html  # the landing page's findings
     results, _ = json.JSONDecoder().raw_decode(html[html.index("var results = {") + len("var results = "):])
     dom = chromium("--virtual-time-budget=10000", "--dump-dom", "report.html", cwd=finished_run)
     menu = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", "", dom, flags=re.DOTALL)))

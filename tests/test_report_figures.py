@@ -4,10 +4,10 @@ import json
 
 import polars as pl
 
-from workflow_scripts.report import stage as report
+from workflow_scripts.report import figures, summary
 
 STRATEGIES = ["classic", "rephrased", "fusion"]
-METRICS = report.STUDY_C_METRICS
+METRICS = figures.STUDY_C_METRICS
 
 
 def quality_table():
@@ -30,20 +30,21 @@ def test_study_c_figures_are_png_files(tmp_path):
                          "completion_tokens_per_query": [40.0, 60.0, 120.0], "llm_seconds_per_query": [1.0, 1.6, 3.2],
                          "retrieval_seconds_per_query": [0.1, 0.1, 0.3], "seconds_per_query": [1.1, 1.7, 3.5],
                          "searched_share": [1.0] * 3, "fallbacks": ["", "", "few_subqueries: 1"]})
-    for name, draw, table in (("metrics", report.study_c_metrics_figure, quality_table()),
-                              ("paired", report.study_c_paired_figure, paired),
-                              ("cost", report.study_c_cost_figure, cost)):
+    for name, draw, table in (("metrics", figures.study_c_metrics_figure, quality_table()),
+                              ("paired", figures.study_c_paired_figure, paired),
+                              ("cost", figures.study_c_cost_figure, cost)):
         path = tmp_path / f"{name}.png"
         draw(table, str(path))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
         assert not list(tmp_path.glob(".*partial*"))
 
 
-def test_summary_quotes_csv_parquet_json_and_markdown_tables(tmp_path, monkeypatch):
+def test_summary_pages_quote_csv_parquet_json_and_markdown_tables(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     routing = tmp_path / "results" / "demo" / "routing" / "p"
     routing.mkdir(parents=True)
-    pl.DataFrame({"router": ["ridge"], "note": ["<img src=x onerror=alert(1)>"]}).write_csv(routing / "policies.csv")
+    pl.DataFrame({"router": ["ridge"], "trigger_rate": [0.5], "note": ["<img src=x onerror=alert(1)>"]}).write_csv(
+        routing / "policies.csv")
     pl.DataFrame({"budget": [0.5], "rule": ["deployable"], "violation_share": [0.25]}).write_parquet(routing / "audit.parquet")
     tables = tmp_path / "results" / "demo" / "study_c" / "tables"
     tables.mkdir(parents=True)
@@ -52,13 +53,85 @@ def test_summary_quotes_csv_parquet_json_and_markdown_tables(tmp_path, monkeypat
         {"questions": 187, "papers_without_candidates_ids": ["2212.11739", "2301.1"], "failures": {"copies_text": 1}}))
     paths = ["results/demo/generated_questions_report.json", "results/demo/routing/p/policies.csv",
              "results/demo/routing/p/audit.parquet", "results/demo/study_c/tables/report.md"]
-    text = report.summary_text(paths, ["demo", "absent"], "study_x")
-    assert "### Generated questions: units sampled, questions kept, failures by cause" in text
-    assert "| questions | 187 |" in text and "| papers_without_candidates_ids | 2212.11739, 2301.1 |" in text
-    assert "| failures.copies_text | 1 |" in text
-    assert text.startswith("# ragfrontier results: study_x\n")
-    assert "### Routing: held-out policies — p" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "<img" not in text
-    assert "| 0.5 | deployable | 0.25 |" in text
-    assert "### Study C: strategies" in text and "| classic |" in text
-    assert "## absent" not in text
+    landing = summary.summary_text(paths, ["demo", "absent"], "study_x")
+    assert landing.startswith("# ragfrontier results: study_x\n\n## Findings\n")
+    assert summary.NO_FINDINGS in landing  # no table to read findings from
+    assert "### Generated questions\n\nUnits sampled" in landing and "| questions | 187 |" in landing
+    assert "| papers_without_candidates_ids | 2212.11739, 2301.1 |" in landing and "| failures.copies_text | 1 |" in landing
+    # the landing page trims a wide table to its headline columns and leaves long ones to the dataset's page
+    assert "### Routing: held-out policies — p" in landing and "| router | trigger_rate |\n" in landing
+    assert "onerror" not in landing and "audit" not in landing and "| classic |" not in landing
+    assert "[summary_study_x/demo.md](summary_study_x/demo.md)" in landing and "## absent" not in landing
+    page = summary.dataset_text(paths, "demo", "study_x")
+    assert page.startswith("# ragfrontier results: study_x — demo\n") and "(../summary_study_x.md)" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img" not in page  # cell text is HTML-escaped
+    assert "### Routing: calibration audit — p" in page and "| 0.5 | deployable | 0.25 |" in page
+    assert "### Study C: strategies" in page and "| classic |" in page and "n = 1 rows" in page
+
+
+def routing_tables(signal: bool = True):
+    utility = pl.DataFrame({"split": ["all", "heldout"], "measure": ["Success@5"] * 2, "n": [65, 20],
+                            "gains": [4, 1 if signal else 0], "harms": [9, 3 if signal else 0],
+                            "ties": [52, 16 if signal else 20], "mean_off": [0.8, 0.85], "mean_on": [0.72, 0.75],
+                            "mean_delta": [-0.08, -0.1], "signal_absent": [False, not signal]})
+    routers = ["ridge", "random", "gbm", "always"]
+    policies = pl.DataFrame({"router": routers, "questions": [20] * 4, "off": [0.85] * 4, "always_on": [0.75] * 4,
+                             "adaptive": [0.8, 0.7, 0.9, 0.75], "trigger_rate": [0.25, 0.5, 0.1, 1.0],
+                             "rescues": [1, 0, 1, 1], "harms": [1, 2, 0, 3], "cost_per_trigger": [0.02] * 4,
+                             "utility": [0.795, 0.69, 0.898, 0.73]})
+    comparisons = pl.DataFrame({"router": [name for name in routers for _ in (0, 1)], "a": ["adaptive"] * 8,
+                                "b": ["always_on", "off"] * 4, "estimate": [0.05, -0.05, -0.05, -0.15, 0.15, 0.05, 0.0, -0.1],
+                                "low": [0.0125, -0.15, -0.1, -0.3, 0.05, 0.01, 0.0, -0.2],
+                                "high": [0.1, 0.05, 0.01, -0.05, 0.25, 0.1, 0.0, -0.01],
+                                "p_permutation": [0.031, 0.62, 0.2, 0.01, 0.004, 0.04, 1.0, 0.03],
+                                "confidence": [0.95] * 8, "n": [20] * 8, "n_groups": [4] * 8})
+    frontiers = pl.DataFrame({"router": ["ridge"] * 4 + ["gbm"] * 2,
+                              "frontier": ["deployable", "deployable", "conservative", "conservative", "deployable",
+                                           "conservative"],
+                              "budget": [0.25, 0.5, 0.25, 0.5, 0.5, 0.5], "usage": [0.3, 0.45, 0.1, 0.4, 0.62, 0.3],
+                              "accuracy": [0.8, 0.78, 0.84, 0.8, 0.8, 0.8]})
+    return utility, policies, comparisons, frontiers
+
+
+def test_routing_findings_say_what_switching_and_the_best_router_did():
+    switching, best, others, usage = summary.routing_findings("keep_vs_hybrid", *routing_tables())
+    assert switching == ("Pair `keep_vs_hybrid` (Success@5): on 20 held-out questions, always switching rescues 1, "
+                         "harms 3 and ties 16; mean 0.850 off → 0.750 always on.")
+    assert best.startswith("Best held-out utility (metric − c × trigger, c = 0.02): router `gbm`, 0.898 vs 0.730 always "
+                           "switching and 0.850 never, firing on 10% of 20 questions (1 rescues, 0 harms); its metric "
+                           "0.900 vs always-on 0.750 and off 0.850")
+    assert "(vs always-on Δ +0.150 (95% CI +0.050 to +0.250, p = 0.004); vs off Δ +0.050" in best  # no flag: CI > 0
+    assert best.endswith("n = 20 in 4 groups).")
+    # ridge beats always-on (CI above 0) and ties off; random ties always-on and loses to off; `always` never chooses
+    assert others == ("Of the 2 other routers that choose, with the CI excluding 0: 1 above and 0 below always-on; "
+                      "0 above and 1 below off.")
+    assert usage == ("Realized held-out usage vs target ρ ∈ [0.25, 0.5]: deployable thresholds exceed ρ at 2 of 3 "
+                     "router × budget points (largest usage − ρ +0.12, `gbm` at ρ = 0.5); conservative thresholds "
+                     "exceed ρ at 0 of 3 router × budget points (largest usage − ρ -0.10, `ridge` at ρ = 0.5).")
+    flat = summary.routing_findings("p", *routing_tables(signal=False))
+    assert flat[0].endswith("Every question has the same label: there is nothing for a router to learn.")
+    tie = summary.interval({"estimate": 0.0, "low": -0.1, "high": 0.1, "p_permutation": 1.0, "confidence": 0.9})
+    assert tie == "Δ +0.000 (90% CI -0.100 to +0.100, p = 1), the CI includes 0"
+
+
+def test_judged_and_study_c_findings_flag_a_constant_judge():
+    answers = pl.DataFrame({"policy": ["keep", "hybrid"], "distinct_correctness": [1, 1]})
+    comparisons = pl.DataFrame({"a": ["hybrid"], "b": ["keep"], "estimate": [0.0], "low": [0.0], "high": [0.0],
+                                "p_permutation": [1.0], "confidence": [0.95], "n": [20], "n_groups": [4]})
+    (sentence,) = summary.judged_findings(answers, comparisons)
+    assert sentence == ("Judged correctness hybrid − keep: Δ +0.000 (95% CI +0.000 to +0.000, p = 1), the CI includes 0, "
+                        "n = 20 questions in 4 groups. The judge gave every answer the same correctness score, so this "
+                        "difference carries no information.")
+    varied = summary.judged_findings(answers.with_columns(pl.Series("distinct_correctness", [3, 2])), comparisons)
+    assert "same correctness score" not in varied[0]
+    retrieval = pl.DataFrame({"strategy": ["fusion", "fusion"], "query_type": ["problem", "all"], "queries": [50, 100],
+                              "papers": [50, 50], "delta": [-0.1, -0.25], "low": [-0.3, -0.4], "high": [0.1, -0.1],
+                              "p_permutation": [0.4, 0.002]})
+    judged = retrieval.with_columns(pl.Series("queries", [48, 96]), pl.Series("delta", [0.0, 0.0]),
+                                    pl.Series("low", [0.0, 0.0]), pl.Series("high", [0.0, 0.0]))
+    quality = pl.DataFrame({"strategy": ["classic", "fusion"], "query_type": ["all", "all"], "distinct_overall": [1, 1]})
+    fusion, constant = summary.study_c_findings(retrieval, judged, quality)
+    assert fusion == ("Study C `fusion` vs classic: Hit@3 over 100 queries of 50 papers Δ -0.250 (95% CI -0.400 to "
+                      "-0.100, p = 0.002); judged overall (1–5) over 96 judged queries Δ +0.000 (95% CI +0.000 to "
+                      "+0.000, p = 0.002), the CI includes 0.")
+    assert constant.startswith("Study C's judge gave every answer the same overall score")

@@ -147,7 +147,7 @@ def test_the_guard_catches_a_hub_lookup(tmp_path):
 
 def test_missing_api_key_variable_stops_before_any_job(monkeypatch):
     monkeypatch.delenv("RAGFRONTIER_TEST_KEY", raising=False)
-    config = served_config("127.0.0.1:9")
+    config = served_config("127.0.0.1:9") | {"name": "served"}
     config["datasets"] = {"demo": {"format": "qasper", "path": str(PROJECT_ROOT / "data" / "demo" / "papers.json")}}
     with pytest.raises(InputError) as error:
         validate_config(config)

@@ -191,6 +191,7 @@ def study_c_workdir(tmp_path, shared_data, chat_server, **settings):
     encoder = tiny_encoder(tmp_path / "tiny-bert")
     llm = {"backend": "openai", "model": "scripted", "base_url": chat_server, "top_logprobs": 0, "max_retries": 0}
     config = {
+        "name": "study_c_scripted",
         "datasets": {"arxiv": {"format": "arxiv_metadata", "path": str(corpus)}},
         "models": {"generator": llm, "judge": llm},
         "study_c": {"dataset": "arxiv", "papers": 4, "seed": 42, "judge_reasks": 0, "bootstrap": {"resamples": 200},

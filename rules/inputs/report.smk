@@ -106,7 +106,8 @@ def report_targets(dataset):
 
 
 def summary_inputs(wildcards):
-    """Every table summary.md quotes, per dataset: generated questions, retrieval metrics, answers, routing and cost."""
+    """Every table the summary reads, per dataset: generated questions, retrieval metrics, answers, routing,
+    cost, Study C and the judge validation (report/summary.py recognizes each by its path's end)."""
     inputs = []
     for dataset in DATASETS:
         if "generate_questions" in config["datasets"][dataset]:
@@ -117,13 +118,19 @@ def summary_inputs(wildcards):
                 output_of("cost_ledger", "stages", dataset=dataset),
             ]
         inputs += [path for path in answer_targets(dataset) if path.endswith(".csv")]
-        inputs += [path for path in routing_targets(dataset) if path.endswith((".csv", "audit.parquet"))]
+        inputs += [
+            path for path in routing_targets(dataset) if path.endswith((".csv", "frontiers.parquet", "audit.parquet"))
+        ]
         for pair in cost_pairs(dataset):
             inputs += [
                 output_of("route_costs", key, dataset=dataset, pair=pair)
                 for key in ("policies_csv", "reuse_csv", "frontiers")
             ]
-        inputs += study_c_targets(dataset)  # its tables in Markdown, quoted as they are
+        if study_c_targets(dataset):  # the tables its findings read, and all of them in Markdown
+            inputs += [
+                output_of("study_c_tables", key, dataset=dataset)
+                for key in ("paired_retrieval", "paired", "quality", "report")
+            ]
         if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
             inputs.append(output_of("judge_validation", "report", dataset=dataset))
     return inputs

@@ -58,8 +58,11 @@ def describe(error: jsonschema.ValidationError, where: str = "") -> str:
                          if not (isinstance(spec, dict) and "removed" in spec))
         unknown = sorted(set(error.instance) - set(allowed))
         return f"{key}: unknown key(s) {unknown}; allowed keys: {allowed}"
-    if error.validator == "required":
-        return f"{key}: {error.message}"
+    if error.validator == "required":  # the missing key's own description says what it is for
+        missing = [name for name in error.validator_value if name not in error.instance]
+        about = " ".join(error.schema.get("properties", {}).get(missing[0], {}).get("description", "").split())
+        about = about.split(". ")[0].rstrip(".")  # its first sentence
+        return f"{key}: {error.message}" + (f" ({about})" if about else "")
     allowed = {
         "enum": lambda: f"one of {error.validator_value}",
         "type": lambda: f"a value of type {error.validator_value}",

@@ -1,29 +1,11 @@
-"""Report stage: the figures of one routing pair, and results/summary_<name>.md with every table of the run in Markdown.
+"""Report figures (matplotlib, Agg backend). Plain functions of tables and a path; the rules' jobs (report/jobs/)
+read the inputs and call them.
 
-Rule `report_figures` (per dataset and pair)
-  In:  routed.parquet (scores, triggers and labels of calibration and held-out questions per router),
-       frontiers.parquet, audit.parquet, and the pair's policy_costs.parquet / cost_frontiers.parquet (cost.py).
-  Out: results/<dataset>/report/<pair>/{frontiers,calibration,outcomes,utility,cost_breakdown,cost_frontiers}.png
-       (matplotlib, Agg backend), each flagged for `snakemake --report` with a caption in report/.
-Rule `study_c_figures` (per dataset, when `study_c` is configured)
-  In:  Study C's quality.csv, paired.csv and cost.csv (study_c.py).
-  Out: results/<dataset>/report/study_c/{metrics,paired,cost}.png: per-metric bars, the paired-delta forest plot and
-       cost per strategy, flagged for the report.
-Rule `summary`
-  In:  the CSV and Parquet tables the studies produce (retrieval metrics, answers, routing policies, comparisons,
-       audit, measured cost per stage, per policy and with / without reuse), per dataset, Study C's own
-       Markdown tables (study_c/tables/report.md) when Study C runs, and the generated-questions report (JSON) of a
-       dataset with `generate_questions`.
-  Out: results/summary_<name>.md (config `name`, one per study config) — the same tables in Markdown; cell text is HTML-escaped (it can hold corpus text
-       or model output, and the report renders it as HTML).
+In:  a routing pair's routed scores, frontiers, audit, policy costs and cost frontiers; Study C's quality, paired
+     and cost tables.
+Out: one PNG per call, written atomically: the pair's frontiers, calibration, outcomes, utility, cost breakdown and
+     cost frontiers; Study C's per-metric bars, paired forest plot and cost per strategy.
 """
-
-import html
-import json
-import logging
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -31,11 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from workflow_scripts.core.atomic import atomic_file, write_text_atomic
-from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, read_table
-from workflow_scripts.core.runtime import run_job
-
-log = logging.getLogger("ragfrontier.report")
+from workflow_scripts.core.atomic import atomic_file
 
 FRONTIER_STYLE = {"exact": ("black", "-"), "deployable": ("tab:blue", "--"), "conservative": ("tab:orange", ":")}
 COMPONENTS = ("pre_decision", "base_answer", "trigger_retrieval", "trigger_generation")
@@ -175,18 +153,7 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
     save(figure, path)
 
 
-def figures_rule(smk: Any) -> None:
-    routed = pl.read_parquet(smk.input.routed)
-    frontiers = pl.read_parquet(smk.input.frontiers)  # FRONTIERS rows plus the router column (route.py)
-    frontier_figure(frontiers, smk.output.frontiers)
-    calibration_figure(frontiers, pl.read_parquet(smk.input.audit), smk.output.calibration)
-    outcomes_figure(routed, smk.output.outcomes)
-    utility_figure(routed, smk.output.utility)
-    cost_breakdown_figure(read_table(smk.input.policies, POLICY_COSTS), smk.output.cost_breakdown)
-    cost_frontier_figure(read_table(smk.input.cost_frontiers, COST_FRONTIERS), smk.output.cost_frontiers)
-
-
-# --- Study C (study_c.py's tables)
+# --- Study C (study_c/tables.py's tables)
 
 STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
 
@@ -241,104 +208,3 @@ def study_c_cost_figure(cost_table: pl.DataFrame, path: str) -> None:
         axis.tick_params(axis="x", labelrotation=30)
         axis.legend(fontsize=7)
     save(figure, path)
-
-
-def study_c_rule(smk: Any) -> None:
-    study_c_metrics_figure(pl.read_csv(smk.input.quality), smk.output.metrics)
-    study_c_paired_figure(pl.read_csv(smk.input.paired), smk.output.paired)
-    study_c_cost_figure(pl.read_csv(smk.input.cost), smk.output.cost)
-
-
-# --- summary_<name>.md
-
-
-def cell(value: Any) -> str:
-    """One Markdown table cell: numbers to 4 significant decimals, text HTML-escaped, pipes and newlines removed."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return html.escape(str(value), quote=False).replace("|", "&#124;").replace("\n", " ")
-
-
-def markdown_table(table: pl.DataFrame) -> str:
-    header = "| " + " | ".join(cell(name) for name in table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    rows = ["| " + " | ".join(cell(value) for value in row) + " |" for row in table.iter_rows()]
-    return "\n".join([header, rule, *rows])
-
-
-def flat_items(report: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """A JSON report's leaves as (dotted key, value) rows; a list is one value, its items comma-separated."""
-    rows = []
-    for key, value in report.items():
-        if isinstance(value, dict):
-            rows += flat_items(value, f"{prefix}{key}.")
-        else:
-            rows.append((f"{prefix}{key}", ", ".join(map(str, value)) if isinstance(value, list) else str(value)))
-    return rows
-
-
-def read_any(path: str) -> pl.DataFrame:
-    if path.endswith(".json"):
-        rows = flat_items(json.loads(Path(path).read_text()))
-        return pl.DataFrame({"key": [key for key, _ in rows], "value": [value for _, value in rows]})
-    return pl.read_parquet(path) if path.endswith(".parquet") else pl.read_csv(path)
-
-
-TITLES = {
-    "metrics/summary.csv": "Retrieval metrics per arm and split",
-    "cost/stages.csv": "Measured cost per stage (ledger totals; basis: item = per-item measurement, job_even = benchmark seconds split evenly)",
-    "answers/summary.csv": "Answers: judged quality per policy",
-    "answers/comparisons.csv": "Answers: paired correctness differences (bootstrap over groups)",
-    "utility.csv": "Routing: utility distribution and harm rate per split",
-    "policies.csv": "Routing: held-out policies",
-    "comparisons.csv": "Routing: adaptive vs always-on and vs off (bootstrap over groups)",
-    "audit.parquet": "Routing: calibration audit (share of router × split combinations whose usage exceeds ρ)",
-    "policy_costs.csv": "Cost: each router's frozen policy, mean per held-out query by component",
-    "reuse.csv": "Cost: triggering the alternative arm, reusing the base arm's rankings and rerank scores or recomputing them",
-    "cost_frontiers.parquet": "Cost: frontier points with measured cost",
-    "study_c/tables/report.md": "Study C: strategies",
-    "judging/report.md": "Judge validation against the reference label",
-    "generated_questions_report.json": "Generated questions: units sampled, questions kept, failures by cause",
-}
-
-
-def section_title(path: str) -> str:
-    parts = Path(path).parts  # results/<dataset>/...
-    for suffix, title in TITLES.items():
-        if path.endswith(suffix):
-            where = parts[3] if len(parts) > 4 and parts[2] in ("routing", "cost") else ""
-            return f"{title}{f' — {where}' if where else ''}"
-    return Path(path).name
-
-
-def summary_text(paths: Sequence[str], datasets: Sequence[str], name: str = "demo") -> str:
-    lines = [f"# ragfrontier results: {cell(name)}", "",
-             ("Tables produced by the pipeline (CSV / Parquet beside each). Cost columns are measured wall seconds "
-              "and token-equivalents priced by `costs.prices`."), ""]
-    for dataset in datasets:
-        mine = [path for path in paths if Path(path).parts[1] == dataset]
-        if not mine:
-            continue
-        lines += [f"## {cell(dataset)}", ""]
-        for path in mine:
-            if path.endswith(".md"):  # a stage's own Markdown tables (Study C), quoted as they are
-                lines += [f"### {cell(section_title(path))}", "", f"`{path}`", "", Path(path).read_text(), ""]
-                continue
-            table = read_any(path)
-            lines += [f"### {cell(section_title(path))}", "", f"`{path}`", ""]
-            lines += [markdown_table(table) if table.height else "(no rows)", ""]
-    return "\n".join(lines)
-
-
-def summary_rule(smk: Any) -> None:
-    write_text_atomic(summary_text(list(smk.input), smk.params.datasets, smk.params.name), smk.output.summary)
-
-
-def main(smk: Any) -> None:
-    {"report_figures": figures_rule, "study_c_figures": study_c_rule, "summary": summary_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
