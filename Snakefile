@@ -1,6 +1,6 @@
 # ragfrontier — one DAG from raw datasets to retrieval, generation, routing and reports.
 # The stages live in rules/*.smk (read them in this order), each after its input functions (rules/inputs/); their
-# logic in workflow_scripts/<stage>/ (README, "Layout").
+# logic in workflow_scripts/<stage>/ (docs/development.md, "Layout").
 from snakemake.utils import min_version
 
 min_version("9.0")

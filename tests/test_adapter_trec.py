@@ -149,9 +149,9 @@ def test_cranfield_empty_documents(cranfield: Ingested) -> None:
 
 def test_cranfield_title_prepend_counts_the_title_twice(cranfield: Ingested, tmp_path: Path) -> None:
     """Issue 18: `.W` already opens with the title (1396 of the 1398 documents with text), so retrieval.title
-    `ignore` indexes title + abstract once (what the README recommends for SMART collections) and `prepend`
+    `ignore` indexes title + abstract once (what docs/your-data.md recommends for SMART collections) and `prepend`
     indexes the title twice. Measured BM25 (k1 0.9, b 0.4, 1000 hits, relevant = codes 1-4): MAP 0.2790 with
-    ignore, 0.2878 with prepend (the README quotes both)."""
+    ignore, 0.2878 with prepend (docs/your-data.md quotes both)."""
     import polars as pl
 
     from workflow_scripts.retrieval import bm25

@@ -141,7 +141,7 @@ def test_the_vllm_overlay_switches_only_the_backends(project_root, monkeypatch):
 def test_dl19_pool_runs_from_its_shipped_tsv(tmp_path, project_root):
     """Issue 18: one pool_tsv dataset entry ingests BERGEN's DL19 pool; a pure retrieval run's summary reports
     AP(rel=2) and nDCG@10 on the `all` rows only (its splits mean nothing), and the ingest report explains the
-    judged passages outside the pool. BM25 only here (seconds); the README quotes every arm's numbers."""
+    judged passages outside the pool. BM25 only here (seconds); docs/study-a.md quotes every arm's numbers."""
     work = make_workdir(tmp_path)
     config = yaml.safe_load((project_root / "experiments" / "dl19_pool.yaml").read_text())
     spec = config["datasets"]["dl19"]

@@ -192,7 +192,7 @@ def vllm_processes() -> set[int]:
 
 # One request at a time on both sides: vLLM's CPU kernels sum in an order that depends on the batch's shape, so a
 # served run's log probabilities match an offline run's only when both batch alike (with the demo's batches the
-# texts, token counts and judgments are the same and probabilities differ by at most ~3e-5 relative: README,
+# texts, token counts and judgments are the same and probabilities differ by at most ~3e-5 relative: docs/models.md,
 # "Served models"); the offline backend batches a shard, the server what is in flight.
 ONE_AT_A_TIME = {"backend": "vllm", "shard_size": 1, "vllm": {"kv_cache_gib": 1}}
 SERVED_TINY = {role: {**ONE_AT_A_TIME, "serve": True} for role in ("generator", "judge")}

@@ -202,6 +202,8 @@ def study_c_workdir(tmp_path, shared_data, chat_server, **settings):
     return work
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, shared_data, chat_server):
     work = study_c_workdir(tmp_path, shared_data, chat_server)
     snakemake(work)

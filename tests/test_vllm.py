@@ -54,7 +54,7 @@ def test_vllm_greedy_text_matches_the_transformers_backend(vllm_answers, models_
     same = [a == b for a, b in zip(vllm_answers["text"], reference["text"])]
     print(f"vllm vs transformers, greedy, float32: {sum(same)} of {len(same)} replies identical")
     # both float32 and greedy; vLLM's CPU attention kernels sum in another order, so a near-tie between two tokens
-    # can flip late in a reply (README, "vLLM on CPU"): the first tokens must agree everywhere
+    # can flip late in a reply (docs/models.md, "vLLM on CPU"): the first tokens must agree everywhere
     assert sum(same) >= len(QUESTIONS) - 1, list(zip(vllm_answers["text"], reference["text"]))
     for a, b in zip(vllm_answers["text"], reference["text"]):
         assert a.split()[:3] == b.split()[:3], (a, b)

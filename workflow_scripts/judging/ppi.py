@@ -58,6 +58,8 @@ Rare 0/1 labels: with few reviews per stratum, a stratum whose reviews hold no p
 variance of 0, and the Wald interval under-covers (measured on the HotpotQA validation bench: 90% at n = 30 for a
 12% reference rate). For 0/1 human labels the within-stratum s²_h(y) is therefore at least p̃(1 − p̃) with the
 Agresti–Coull p̃ = (Σ y + z²/2)/(n_h + z²) (Agresti & Coull 1998): 98% at n = 30 on the same bench.
+
+For users: docs/statistics.md, "Prediction-powered inference (PPI++)".
 """
 
 from collections.abc import Sequence

@@ -26,6 +26,8 @@ Rules (trigger ⇔ score > threshold, strictly, everywhere):
   realized rate is ≤ ρ with probability ≥ 1 − δ.
 Budgets are decimal fractions; ⌈⌉ and ⌊⌋ of n·ρ absorb a 1e-9 rounding error so that e.g. n = 100, ρ = 0.7
 triggers exactly 70.
+
+For users: docs/statistics.md, "Budget frontiers and the calibration audit".
 """
 
 import math

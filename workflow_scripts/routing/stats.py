@@ -27,6 +27,8 @@ the group's summed difference. scipy.stats.permutation_test (permutation_type="s
 group sums, i.e. sign flips) compares the observed Σ_groups Σ d (∝ the pooled mean) with its sign-flip
 distribution: exact (all 2^G sign patterns) when 2^G ≤ B, else B random patterns with a fixed seed (each tail
 (hits + 1) / (B + 1), so never 0); two-sided p = min(1, 2 × the smaller tail). All-zero differences give p = 1.
+
+For users: docs/statistics.md, "Bootstrap over groups" and "Paired permutation test".
 """
 
 from collections.abc import Sequence

@@ -118,7 +118,7 @@ class OpenAIBackend:
         except openai.APIConnectionError as error:
             raise InputError(
                 f"{self.where}.base_url: no OpenAI-compatible server answers at {self.config.base_url} "
-                f"({type(error).__name__}: {error}); start the server (README, \"Served models\") or correct the URL"
+                f"({type(error).__name__}: {error}); start the server (docs/models.md, \"Served models\") or correct the URL"
             ) from None
         except openai.APIStatusError as error:
             raise InputError(

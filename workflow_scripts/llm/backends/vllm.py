@@ -14,7 +14,7 @@ is missing from the cache; one engine serves a job. The `vllm` block's keys go t
 dtype, max_model_len), except three read here: `python`, and on CPU `kv_cache_gib` (VLLM_CPU_KVCACHE_SPACE,
 default 2; more than the free memory is an error before any start) and `threads_bind` (VLLM_CPU_OMP_THREADS_BIND,
 default every CPU this process may use, e.g. "0-1"). CPU defaults: enforce_eager true and dtype float32
-(VLLM_CPU_DEFAULTS; measured, README "vLLM on CPU").
+(VLLM_CPU_DEFAULTS; measured, docs/models.md "vLLM on CPU").
 
 A constrained request is decoded under `SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))`
 (or `grammar=` an exact EBNF), by xgrammar without whitespace (VLLM_DEFAULTS). Uncertainty is over the top-k log

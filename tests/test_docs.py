@@ -1,0 +1,164 @@
+"""Documentation that cannot rot: the generated reference pages are fresh, `mkdocs build --strict` passes (every
+link and anchor between pages), the README's links resolve, every config snippet validates against the schema,
+every documented Snakemake command plans its DAG, and the README's findings are the ones a fresh demo run writes."""
+
+import copy
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import PROJECT_ROOT
+from workflow_helpers import SNAKEMAKE
+
+from workflow_scripts.config import reference
+from workflow_scripts.core.schema import load_schema, problem_lines
+from jsonschema import Draft202012Validator
+
+README = PROJECT_ROOT / "README.md"
+PAGES = sorted((PROJECT_ROOT / "docs").glob("*.md"))
+DOCUMENTS = [README, *PAGES]
+BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks(language: str) -> list[tuple[str, int, str]]:
+    """(file, line, text) of every fenced block of `language` in the README and docs/."""
+    found = []
+    for path in DOCUMENTS:
+        text = path.read_text()
+        for match in BLOCK.finditer(text):
+            if match.group(1) == language:
+                found.append((path.relative_to(PROJECT_ROOT).as_posix(), text[:match.start()].count("\n") + 1,
+                              match.group(2)))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(reference.PAGES))
+def test_generated_reference_pages_are_fresh(name):
+    page = PROJECT_ROOT / "docs" / name
+    assert page.read_text() == reference.PAGES[name]() + "\n", (
+        f"docs/{name} is stale: run `.venv/bin/python -m workflow_scripts.config.reference`")
+
+
+def test_configuration_page_lists_every_key_of_the_schema():
+    page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    schema = load_schema()
+    for key in schema["properties"]:
+        assert f"| `{key}` |" in page
+    for key in ("routing.pairs.<name>.measure", "models.rerankers.<name>.kind", "budgets.grid"):
+        assert f"| `{key}` |" in page
+    assert "| `backoff_s` | removed |" in page  # a retired key says what replaces it
+
+
+def test_docs_build_with_mkdocs_in_strict_mode(tmp_path):
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    process = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert (tmp_path / "site" / "configuration" / "index.html").is_file()
+
+
+def anchors(path: Path) -> set[str]:
+    """The heading anchors of a Markdown page, as mkdocs and GitHub write them (lower case, punctuation dropped,
+    spaces to hyphens)."""
+    slugs = set()
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", title)))
+    return slugs
+
+
+def test_readme_is_short_and_its_links_resolve():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    first = BLOCK.search(text)
+    assert first and first.group(1) == "bash" and text[:first.start()].count("\n") == 2, "README opens with the commands"
+    commands = [line for line in first.group(2).splitlines() if line.strip()]
+    assert len(commands) == 2 and commands[0].startswith("./setup.sh &&") and "pytest" in commands[1]
+    for label, target in re.findall(r"\[([^\]]+)\]\(([^)]+)\)", text):
+        if target.startswith("http"):
+            continue
+        file, _, anchor = target.partition("#")
+        path = PROJECT_ROOT / file
+        assert path.exists(), f"README.md: link [{label}]({target}) points at nothing"
+        if anchor:
+            assert anchor in anchors(path), f"README.md: link [{label}]({target}): no heading '{anchor}' in {file}"
+
+
+def merged(base: dict, layer: dict) -> dict:
+    """`layer` on top of `base`, dictionaries merged key by key (as Snakemake layers --configfile)."""
+    result = copy.deepcopy(base)
+    for key, value in layer.items():
+        result[key] = merged(result[key], value) if isinstance(value, dict) and isinstance(result.get(key), dict) else value
+    return result
+
+
+CONFIG_SNIPPETS = blocks("yaml")
+
+
+def test_the_docs_hold_config_snippets():
+    assert len(CONFIG_SNIPPETS) >= 5
+
+
+@pytest.mark.parametrize("where", [f"{file}:{line}" for file, line, _ in CONFIG_SNIPPETS])
+def test_every_config_snippet_validates_against_the_schema(where):
+    """Each YAML block, layered on config.yaml as `--configfile` would, is a valid config (schema only: the files
+    a snippet names may live elsewhere)."""
+    text = next(body for file, line, body in CONFIG_SNIPPETS if f"{file}:{line}" == where)
+    snippet = yaml.safe_load(text)
+    assert isinstance(snippet, dict), f"{where}: not a config mapping"
+    config = merged(yaml.safe_load((PROJECT_ROOT / "config.yaml").read_text()), snippet)
+    problems = problem_lines(Draft202012Validator(load_schema()), config)
+    assert problems == [], f"{where}: " + "; ".join(problems)
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """Every `snakemake` command of a bash block (the README's and the docs'), as arguments after `snakemake`."""
+    commands = []
+    for file, line, body in blocks("bash"):
+        for offset, text in enumerate(body.splitlines()):
+            command = text.split("#", 1)[0].split("&&")[-1].strip()
+            if command.startswith(".venv/bin/snakemake"):
+                commands.append((f"{file}:{line + 1 + offset}", shlex.split(command)[1:]))
+    return commands
+
+
+COMMANDS = documented_commands()
+# What a dry run cannot show: a report needs a finished run, and the SLURM profile submits to a cluster.
+NOT_PLANNED = ("--report", "profiles/slurm")
+
+
+def test_the_docs_hold_snakemake_commands():
+    assert len(COMMANDS) >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
+@pytest.mark.parametrize("where", sorted({where for where, _ in COMMANDS}))
+def test_every_documented_command_plans_its_dag(where):
+    arguments = dict(COMMANDS)[where]
+    if any(flag in arguments for flag in NOT_PLANNED):
+        pytest.skip(f"{where}: {' '.join(arguments)} needs a finished run or a cluster")
+    process = subprocess.run([*SNAKEMAKE, *arguments, "--dry-run", "--nolock"], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, timeout=600)
+    assert process.returncode == 0, f"{where}: snakemake {' '.join(arguments)} --dry-run failed:\n{process.stdout[-3000:]}{process.stderr[-3000:]}"
+
+
+FINDINGS_BLOCK = re.compile(r"<!-- findings: demo \(generated; tests/test_docs.py\) -->\n(.*?)<!-- /findings -->", re.DOTALL)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_readme_quotes_the_findings_a_fresh_demo_run_writes(demo_run):
+    """The README's three demo findings are the summary's own sentences for the two routing pairs and the judged
+    comparison, word for word (refresh the block from results/summary_demo.md when a change moves them)."""
+    quoted = FINDINGS_BLOCK.search(README.read_text()).group(1).splitlines()
+    summary = (demo_run / "results" / "summary_demo.md").read_text()
+    findings = summary[summary.index("## Findings"):summary.index("\n## demo")].splitlines()
+    expected = [line for line in findings if line.startswith(("- Pair ", "- Judged "))]
+    assert quoted == expected, "README.md's findings block differs from results/summary_demo.md: copy the lines over"
