@@ -20,7 +20,7 @@ rule cost_ledger:
     params:
         sources=cost_sources,
     script:
-        "../workflow_scripts/cost/stage.py"
+        "../workflow_scripts/cost/jobs/cost_ledger.py"
 
 
 rule route_costs:
@@ -48,7 +48,7 @@ rule route_costs:
         costing=pair_costing,
         budgets=config["budgets"],
     script:
-        "../workflow_scripts/cost/stage.py"
+        "../workflow_scripts/routing/jobs/route_costs.py"
 
 
 rule report_figures:

@@ -1,4 +1,5 @@
-"""The cost ledger and policy costs (workflow_scripts/cost/stage.py) on small hand-made tables with known answers."""
+"""The cost ledger (cost/ledger.py), pricing (cost/pricing.py) and policy costs (routing/costs.py) on small hand-made
+tables with known answers."""
 
 import json
 
@@ -7,7 +8,9 @@ import pytest
 
 from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, conform, frame, write_table
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.cost import stage as cost
+from workflow_scripts.cost import ledger as cost_ledger
+from workflow_scripts.cost import pricing
+from workflow_scripts.routing import costs as route_costs
 
 QIDS = ["q1", "q2", "q3", "q4"]
 ARMS = {
@@ -69,14 +72,14 @@ def study_a(tmp_path):
 def test_benchmark_seconds_reads_the_mean_of_column_s_summed_over_a_stages_jobs(tmp_path):
     (tmp_path / "b.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n4.0\t0:00:04\n")
     (tmp_path / "gather.tsv").write_text("s\th:m:s\n0.5\t0:00:00\n")
-    assert cost.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
-    assert cost.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
+    assert cost_ledger.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
+    assert cost_ledger.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
     with pytest.raises(InputError, match="benchmark file .*missing.tsv does not exist"):
-        cost.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
+        cost_ledger.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
 
 
 def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
-    table = conform(cost.ledger(study_a["sources"], study_a["questions"], "demo"), COST_LEDGER)
+    table = conform(cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo"), COST_LEDGER)
     assert table.group_by("stage", "component").len()["len"].to_list() == [4] * 8
     dense = table.filter(pl.col("stage") == "retrieve_dense")
     assert dense["seconds"].to_list() == [2.0] * 4 and set(dense["basis"]) == {"job_even"} and dense["retrieval_calls"].sum() == 4
@@ -93,7 +96,7 @@ def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
 
 def test_ledger_refuses_rows_for_unknown_questions(study_a):
     with pytest.raises(InputError, match="not in the questions table"):
-        cost.ledger(study_a["sources"], pl.DataFrame({"qid": QIDS[:2]}), "demo")
+        cost_ledger.ledger(study_a["sources"], pl.DataFrame({"qid": QIDS[:2]}), "demo")
 
 
 def routed(triggered):
@@ -103,14 +106,14 @@ def routed(triggered):
 
 
 def costs_for(study_a):
-    table = cost.priced(cost.ledger(study_a["sources"], study_a["questions"], "demo"), PRICES)
-    sets = cost.candidate_sets(ARMS, ["keep", "hybrid"], {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]})
-    return cost.Costs(table, pl.Series(QIDS), sets)
+    table = pricing.priced(cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo"), PRICES)
+    sets = pricing.candidate_sets(ARMS, ["keep", "hybrid"], {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]})
+    return pricing.Costs(table, pl.Series(QIDS), sets)
 
 
 def test_hybrid_trigger_reusing_keep_pays_bm25_new_pairs_and_fusion_only(study_a):
-    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
-    reuse = cost.reuse_costs(plan, costs_for(study_a))
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    reuse = route_costs.reuse_costs(plan, costs_for(study_a))
     by_mode = reuse.group_by("mode").agg(pl.col("seconds").sum(), pl.col("rerank_pairs").sum()).sort("mode")
     # reuse: bm25 1 s + 1 new pair × 2 s + fusion 0.5 s; recompute: bm25 1 + dense 2 + 2 pairs × 2 + fusion 0.5
     assert by_mode.rows() == [("recompute", 7.5, 2.0), ("reuse", 3.5, 1.0)]
@@ -118,9 +121,9 @@ def test_hybrid_trigger_reusing_keep_pays_bm25_new_pairs_and_fusion_only(study_a
 
 
 def test_policy_cost_splits_pre_decision_and_trigger_cost(study_a):
-    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
     families = {"ridge": frozenset({"base_arm"}), "never": frozenset()}
-    table = cost.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False], "never": [False] * 4}), families)
+    table = route_costs.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False], "never": [False] * 4}), families)
     seconds = {(row["router"], row["component"]): row["seconds"] for row in table.iter_rows(named=True)}
     keep_retrieval = 2.0 + 2 * 2.0 + 0.5  # dense share, Keep's 2 candidate pairs, fusion share
     assert seconds[("never", "pre_decision")] == pytest.approx(keep_retrieval)
@@ -145,11 +148,11 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
         {"stage": "generate_answers", "component": "bm25",
          "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmarks": [bench(tmp_path / "g2.tsv", 9.0)]},
     ]
-    table = cost.priced(cost.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
-    plan = cost.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True)
+    table = pricing.priced(cost_ledger.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
+    plan = pricing.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True)
     families = {"entropy": frozenset({"uncertainty"}), "query": frozenset({"query_only"})}
     fires = [True, False, True, False]
-    policies = cost.policy_costs(plan, cost.Costs(table, pl.Series(QIDS), {}), routed({"entropy": fires, "query": fires}), families)
+    policies = route_costs.policy_costs(plan, pricing.Costs(table, pl.Series(QIDS), {}), routed({"entropy": fires, "query": fires}), families)
     totals = policies.group_by("router").agg(pl.col("usage").first(), pl.col("seconds").sum(), pl.col("token_equivalents").sum()).sort("router")
     assert totals["usage"].to_list() == [0.5, 0.5]
     # entropy: closed-book answer always (2) + half × (retrieval 1 + answer 5) + features 0.1 = 5.1
@@ -160,19 +163,19 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
 
 def test_route_costs_name_the_fix_when_a_policy_was_not_answered(study_a):
     sources = [source for source in study_a["sources"] if source["component"] != "hybrid" or source["stage"] != "generate_answers"]
-    table = cost.priced(cost.ledger(sources, study_a["questions"], "demo"), PRICES)
-    costs = cost.Costs(table, pl.Series(QIDS), {})
+    table = pricing.priced(cost_ledger.ledger(sources, study_a["questions"], "demo"), PRICES)
+    costs = pricing.Costs(table, pl.Series(QIDS), {})
     with pytest.raises(InputError, match="no measured 'generate_answers' cost for 'hybrid'.*generation.policies"):
         costs.total([("stage", "generate_answers", "hybrid")])
 
 
 def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
-    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
     table = routed({"ridge": [True, True, False, False]})
     scored = pl.concat([table, table.with_columns(pl.lit("calibration").alias("split"), (pl.col("qid") + "c").alias("qid"))])
     frontiers = pl.DataFrame({"router": ["ridge"] * 2, "frontier": ["exact"] * 2, "budget": [0.5, 0.99], "usage": [0.5, 0.75],
                               "accuracy": [0.5, 0.75]})
-    points = cost.cost_frontiers(plan, costs_for(study_a), scored, frontiers, {"ridge": frozenset({"base_arm"})},
+    points = route_costs.cost_frontiers(plan, costs_for(study_a), scored, frontiers, {"ridge": frozenset({"base_arm"})},
                                  {"grid": [0.5, 0.99], "delta": 0.05}).sort("budget")
     off = 6.5 + 0.25 + 1.0
     on = 6.5 + 0.25 + 3.5 + 3.0
@@ -189,35 +192,35 @@ def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
         path.write_text(json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}))
         return str(path)
 
-    families = cost.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
+    families = route_costs.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
     assert families == {"ridge": frozenset({"base_arm", "query_only"}), "never": frozenset()}
     with pytest.raises(InputError, match="router 'odd' reads features \\['mystery'\\]"):
-        cost.router_families([artifact("c.json", "odd", ["mystery"])])
+        route_costs.router_families([artifact("c.json", "odd", ["mystery"])])
 
 
 def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
-    plan = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
     table = routed({"ridge": [True, True, False, False]})
     stale = pl.DataFrame({"router": ["ridge"], "frontier": ["exact"], "budget": [0.5], "usage": [0.25], "accuracy": [0.5]})
     with pytest.raises(InputError, match="frontiers.parquet does not match.*rerun route_frontiers"):
-        cost.cost_frontiers(plan, costs_for(study_a), table.vstack(table.with_columns(pl.lit("calibration").alias("split"))),
+        route_costs.cost_frontiers(plan, costs_for(study_a), table.vstack(table.with_columns(pl.lit("calibration").alias("split"))),
                             stale, {"ridge": frozenset({"base_arm"})}, {"grid": [0.5], "delta": 0.05})
 
 
 def test_trigger_cost_is_what_firing_adds(study_a):
     costs = costs_for(study_a)
-    arm_pair = cost.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    arm_pair = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
     # Study A: Hybrid's retrieval beyond Keep's (bm25 1 s + 1 new pair × 2 s + fusion 0.5 s); answers cancel out
-    assert cost.trigger_cost(arm_pair, costs, frozenset({"base_arm"}))["seconds"].to_list() == [3.5] * 4
+    assert pricing.trigger_cost(arm_pair, costs, frozenset({"base_arm"}))["seconds"].to_list() == [3.5] * 4
     # Study B: the fixture's "keep" answers stand in for the closed-book ones (base closed_book is no arm)
     table = costs.table.with_columns(
         pl.when((pl.col("stage") == "generate_answers") & (pl.col("component") == "keep"))
         .then(pl.lit("closed_book")).otherwise(pl.col("component")).alias("component"))
-    closed_book = cost.Costs(table, pl.Series(QIDS), costs.candidate_sets)
-    retrieval_pair = cost.PairPlan("retrieve", {"base": "closed_book", "alternative": "hybrid"}, ARMS, reuse=True)
-    added = cost.trigger_cost(retrieval_pair, closed_book, frozenset({"query_only"}))["seconds"].to_list()
+    closed_book = pricing.Costs(table, pl.Series(QIDS), costs.candidate_sets)
+    retrieval_pair = pricing.PairPlan("retrieve", {"base": "closed_book", "alternative": "hybrid"}, ARMS, reuse=True)
+    added = pricing.trigger_cost(retrieval_pair, closed_book, frozenset({"query_only"}))["seconds"].to_list()
     assert added == [pytest.approx(7.5 + 3.0 - 1.0)] * 4  # Hybrid's whole retrieval + its answer − the closed-book one
-    uncertain = cost.trigger_cost(retrieval_pair, closed_book, frozenset({"uncertainty"}))["seconds"].to_list()
+    uncertain = pricing.trigger_cost(retrieval_pair, closed_book, frozenset({"uncertainty"}))["seconds"].to_list()
     assert uncertain == [pytest.approx(7.5 + 3.0)] * 4  # the closed-book answer is paid before deciding anyway
 
 
@@ -226,7 +229,7 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     from workflow_scripts.routing import protocol
     from workflow_scripts.routing.routers import read_artifact
 
-    table = cost.ledger(study_a["sources"], study_a["questions"], "demo")
+    table = cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")
     write_table(pl.DataFrame({"qid": QIDS, "group_id": ["p1", "p1", "p2", "p3"], "split": "dev"}),
                 tmp_path / "splits.parquet", SPLITS)

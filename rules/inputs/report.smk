@@ -16,7 +16,7 @@ def answered_policies(dataset):
 
 
 def cost_sources(wildcards):
-    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather) and device (see cost/stage.py).
+    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather) and device (see cost/ledger.py).
     A routing pair's own stage (its features) is not among them: route_costs adds it (`pair_sources`)."""
     from workflow_scripts.retrieval.arms import first_stages
 

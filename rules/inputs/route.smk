@@ -77,7 +77,7 @@ def measured_cost_settings(wildcards):
 
 
 def pair_sources(wildcards):
-    """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/stage.py)."""
+    """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/pricing.py)."""
     dataset, pair = wildcards.dataset, wildcards.pair
     return [
         {

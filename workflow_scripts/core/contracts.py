@@ -514,7 +514,7 @@ COMPARISONS = Contract(
 )
 
 
-# --- Measured cost (cost/stage.py): the per-query ledger and what each routing policy costs
+# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/costs.py): the per-query ledger and what each routing policy costs
 
 COST_STAGES = frozenset({
     "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",

@@ -47,7 +47,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_closed_book_pair
-from workflow_scripts.cost.stage import measured_costs, trigger_cost
+from workflow_scripts.cost.pricing import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
 from workflow_scripts.routing.labels import (

@@ -1,0 +1,27 @@
+"""Rule cost_ledger (per dataset): the per-query ledger of what every stage spent (cost/ledger.py).
+
+In:  the questions; params: `sources` (per stage instance: stage, component, tables, benchmark files, device).
+Out: results/<dataset>/cost/ledger.parquet (COST_LEDGER) and cost/stages.csv (rows and seconds per stage).
+"""
+
+import logging
+from typing import Any
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import COST_LEDGER, QUESTIONS, read_table, write_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.cost.ledger import ledger, stage_totals
+
+log = logging.getLogger("ragfrontier.cost")
+
+
+def main(smk: Any) -> None:
+    questions = read_table(smk.input.questions, QUESTIONS)
+    table = write_table(ledger(smk.params.sources, questions, smk.wildcards.dataset), smk.output.ledger, COST_LEDGER)
+    totals = stage_totals(table)
+    write_text_atomic(totals.write_csv(float_precision=4), smk.output.stages)
+    log.info("ledger: %d rows; seconds by stage: %s", table.height, totals.select("stage", "component", "seconds").rows())
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,130 @@
+"""The measured cost ledger: one row per (question, stage, component) of what every stage spent.
+
+In:  the questions, and for every stage instance that works per query (a first-stage ranking per method and scope,
+     a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations and judgments)
+     its output table and its Snakemake benchmark files (`results/benchmarks/<rule>/...tsv`), as `sources` (stage,
+     component, tables, benchmarks, device); a sharded stage's seconds are its shard jobs' and gather's, summed.
+Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out and the number of retrieval calls, LLM
+     calls and reranked pairs, and the totals per stage. `basis` says how the seconds were measured: "item" — the
+     stage's own per-item measurement (LLM generation: each request's latency, batch time apportioned by tokens in
+     llm/engine.py); "job_even" — the job's benchmark seconds divided evenly over its items (queries, reranked pairs,
+     judge calls). Job seconds include start-up (imports, model loading), so a job_even share is an upper bound of
+     the marginal cost; a job served from a content cache measures the cache hit, not the original computation.
+
+Plain functions; the `cost_ledger` rule's job (cost/jobs/cost_ledger.py) reads the job and writes the tables.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, read_table
+from workflow_scripts.core.errors import InputError
+
+COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
+
+
+def benchmark_seconds(paths: Sequence[str | Path]) -> float:
+    """Wall seconds of one stage instance: the mean `s` of each of its Snakemake benchmark files (one job, or a
+    sharded stage's shards and gather), summed."""
+    total = 0.0
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise InputError(f"cost ledger: benchmark file {path} does not exist; rerun the rule that writes it")
+        table = pl.read_csv(path, separator="\t")
+        if "s" not in table.columns or table.height == 0:
+            raise InputError(f"cost ledger: benchmark file {path} has no 's' (seconds) row")
+        total += float(table["s"].mean())
+    return total
+
+
+def job_even(items: pl.DataFrame, job_seconds: float, **fixed: Any) -> pl.DataFrame:
+    """Ledger rows from per-query item counts (qid, items): the job's seconds split evenly over all items."""
+    total = int(items["items"].sum())
+    if total == 0:
+        raise InputError("cost ledger: a job processed no items; nothing to attribute its seconds to")
+    return items.with_columns(
+        (pl.col("items") * job_seconds / total).alias("seconds"), pl.lit("job_even").alias("basis"),
+        pl.lit(job_seconds).alias("job_seconds"), pl.lit(total, dtype=pl.Int64).alias("job_items"),
+        *(pl.lit(value).alias(name) for name, value in fixed.items()),
+    )
+
+
+def per_query(qids: pl.Series) -> pl.DataFrame:
+    return pl.DataFrame({"qid": qids.unique().sort()}).with_columns(pl.lit(1, dtype=pl.Int64).alias("items"))
+
+
+def retrieval_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+    """One search per question (questions that found nothing were searched too)."""
+    return job_even(per_query(questions["qid"]), benchmark_seconds(source["benchmarks"]), retrieval_calls=1)
+
+
+def rerank_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+    """The reranker job's seconds split evenly over the (query, unit) pairs it scored."""
+    scores = pl.read_parquet(source["tables"][0], columns=["qid"])
+    items = scores.group_by("qid").len().select("qid", pl.col("len").cast(pl.Int64).alias("items")).sort("qid")
+    return job_even(items, benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("rerank_pairs"))
+
+
+def table_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+    """A per-query job (an arm's fusion and cut, a pair's features): its seconds split evenly over its queries."""
+    return job_even(per_query(pl.read_parquet(source["tables"][0], columns=["qid"])["qid"]), benchmark_seconds(source["benchmarks"]))
+
+
+def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+    """Each answer's own measured latency and tokens (llm/engine.py apportions a batch's wall time by tokens)."""
+    answers = read_table(source["tables"][0], GENERATIONS)
+    return answers.select(
+        pl.col("request_id").alias("qid"), pl.col("latency_s").alias("seconds"), pl.lit("item").alias("basis"),
+        pl.lit(benchmark_seconds(source["benchmarks"])).alias("job_seconds"),
+        pl.lit(answers.height, dtype=pl.Int64).alias("job_items"), pl.lit(1, dtype=pl.Int64).alias("items"),
+        "device", "prompt_tokens", "completion_tokens", pl.lit(1, dtype=pl.Int64).alias("llm_calls"),
+    )
+
+
+def judge_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+    """The judge job's seconds split evenly over its calls (both judges, re-asks included)."""
+    calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts"]) for path in source["tables"]])
+    items = calls.group_by("item_id").agg(pl.col("attempts").sum().cast(pl.Int64).alias("items")).rename({"item_id": "qid"})
+    return job_even(items.sort("qid"), benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("llm_calls"))
+
+
+def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+    stage = source["stage"]
+    if stage in ("retrieve_bm25", "retrieve_dense"):
+        rows = retrieval_rows(source, questions)
+    elif stage == "rerank":
+        rows = rerank_rows(source)
+    elif stage in ("run_arm", "route_features"):
+        rows = table_rows(source)
+    elif stage == "generate_answers":
+        rows = generation_rows(source)
+    elif stage == "judge_answers":
+        rows = judge_rows(source)
+    else:
+        raise InputError(f"cost ledger: stage '{stage}' is not one the ledger knows; known: {sorted(COST_LEDGER.enums['stage'])}")
+    defaults = {"device": source.get("device", "cpu"), "prompt_tokens": None, "completion_tokens": None,
+                **{name: 0 for name in COUNTS}}
+    rows = rows.with_columns(pl.lit(value).alias(name) for name, value in defaults.items() if name not in rows.columns)
+    return rows.with_columns(pl.lit(stage).alias("stage"), pl.lit(source["component"]).alias("component"))
+
+
+def ledger(sources: Sequence[Mapping[str, Any]], questions: pl.DataFrame, dataset: str) -> pl.DataFrame:
+    """The COST_LEDGER rows of every source stage, for the dataset's questions."""
+    tables = [stage_rows(source, questions) for source in sources]
+    known = questions["qid"].implode()
+    table = pl.concat([table.select(column for column in COST_LEDGER.columns if column != "dataset") for table in tables],
+                      how="vertical_relaxed")
+    unknown = table.filter(~pl.col("qid").is_in(known))
+    if unknown.height:
+        raise InputError(f"cost ledger: {unknown.height} rows name questions that are not in the questions table "
+                         f"(e.g. {unknown['qid'][0]!r} in stage {unknown['stage'][0]}); rerun the stale stage")
+    return table.with_columns(pl.lit(dataset).alias("dataset")).sort("qid", "stage", "component")
+
+
+def stage_totals(table: pl.DataFrame) -> pl.DataFrame:
+    """Rows and seconds per (stage, component, basis): results/<dataset>/cost/stages.csv."""
+    return table.group_by("stage", "component", "basis").agg(pl.len().alias("rows"), pl.col("seconds").sum()).sort(
+        "stage", "component")

@@ -1,0 +1,173 @@
+"""Pricing a routing pair's policies from the ledger: what a router pays before deciding, when it does not fire and
+when it fires, per held-out question, in seconds and token-equivalents.
+
+In:  the dataset's ledger (cost/ledger.py) plus the rows of the pair's own stages, `costs.prices`, `costs.reuse`, the
+     pair's config and arms, and the first-stage rankings of its reranked arms (to count reranker candidates).
+Out: `measured_costs` → a PairPlan (which units of work each component of a policy consists of) and the Costs of
+     those units per question; `trigger_cost` → what firing adds over not firing. Token-equivalents = prompt tokens ×
+     prompt_token + generated tokens × completion_token + retrieval calls × retrieval_call + reranked pairs ×
+     rerank_pair (the prices in `costs.prices`).
+
+A library below routing: routing/protocol.py prices a trigger for cost-aware thresholds with it, and
+routing/costs.py prices each frozen policy (rule `route_costs`).
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.contracts import COST_LEDGER, RANKING, conform, read_table
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.cost.ledger import stage_rows
+from workflow_scripts.retrieval.arms import candidates_from, first_stages
+
+
+def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFrame:
+    """The ledger with a token_equivalents column (see the module docstring)."""
+    return ledger_table.with_columns(
+        (pl.col("prompt_tokens").fill_null(0) * prices["prompt_token"]
+         + pl.col("completion_tokens").fill_null(0) * prices["completion_token"]
+         + pl.col("retrieval_calls") * prices["retrieval_call"]
+         + pl.col("rerank_pairs") * prices["rerank_pair"]).cast(pl.Float64).alias("token_equivalents")
+    )
+
+
+class Costs:
+    """Per-query cost (seconds, token-equivalents) of named units of work on a fixed set of queries.
+
+    A unit is ("stage", stage, component) — a ledger entry — or ("pairs", arm, base_arm_or_None): the arm's
+    reranker candidates, all of them or only those the base arm did not already score.
+    """
+
+    def __init__(self, table: pl.DataFrame, qids: pl.Series, candidate_sets: Mapping[str, pl.DataFrame]):
+        self.table, self.qids, self.candidate_sets = table, qids.sort(), candidate_sets
+
+    def stage(self, stage: str, component: str, fix: str) -> pl.DataFrame:
+        rows = self.table.filter((pl.col("stage") == stage) & (pl.col("component") == component))
+        found = pl.DataFrame({"qid": self.qids}).join(rows, on="qid", how="left")
+        missing = found.filter(pl.col("seconds").is_null())
+        if missing.height:
+            raise InputError(f"route costs: no measured '{stage}' cost for '{component}' on {missing.height} of the "
+                             f"questions costed (e.g. {missing['qid'][0]!r}); {fix}")
+        return found.select("qid", "seconds", "token_equivalents", pl.col("rerank_pairs").cast(pl.Float64))
+
+    def pairs(self, arm: str, reranker: str, reused_from: str | None) -> pl.DataFrame:
+        """The arm's candidate pairs × the reranker's measured cost per pair (new pairs only when reusing)."""
+        rate = self.stage("rerank", reranker, "the arm's reranker job has no ledger row").with_columns(
+            (pl.col("seconds") / pl.col("rerank_pairs")).alias("per_pair_s"),
+            (pl.col("token_equivalents") / pl.col("rerank_pairs")).alias("per_pair_te"))
+        pool = self.candidate_sets[arm]
+        if reused_from is not None:
+            pool = pool.join(self.candidate_sets[reused_from], on=["qid", "unit_id"], how="anti")
+        counts = pool.group_by("qid").len().select("qid", pl.col("len").cast(pl.Float64).alias("count"))
+        return rate.join(counts, on="qid", how="left").select(
+            "qid", (pl.col("per_pair_s") * pl.col("count").fill_null(0)).alias("seconds"),
+            (pl.col("per_pair_te") * pl.col("count").fill_null(0)).alias("token_equivalents"),
+            pl.col("count").fill_null(0).alias("rerank_pairs"))
+
+    def unit(self, unit: tuple) -> pl.DataFrame:
+        if unit[0] == "pairs":
+            return self.pairs(*unit[1:])
+        fix = {"generate_answers": "answer this policy on held-out (generation.policies, generation.splits)"}.get(
+            unit[1], "the stage did not run for these questions")
+        return self.stage(unit[1], unit[2], fix)
+
+    def total(self, units: Sequence[tuple]) -> pl.DataFrame:
+        """qid, seconds, token_equivalents summed over `units` (zero for none)."""
+        frame = pl.DataFrame({"qid": self.qids, "seconds": 0.0, "token_equivalents": 0.0})
+        for unit in units:
+            part = self.unit(unit).select("qid", pl.col("seconds").alias("s"), pl.col("token_equivalents").alias("t"))
+            frame = frame.join(part, on="qid").select(
+                "qid", (pl.col("seconds") + pl.col("s")).alias("seconds"),
+                (pl.col("token_equivalents") + pl.col("t")).alias("token_equivalents"))
+        return frame
+
+
+def arm_units(name: str, arm: Mapping[str, Any], reused: Sequence[tuple] = (), base: str | None = None) -> list[tuple]:
+    """The units of running arm `name`, minus `reused` ones; rerank pairs the base arm scored are skipped too."""
+    units = [("stage", f"retrieve_{method}", arm["scope"]) for method in first_stages(arm)]
+    units = [unit for unit in units if unit not in reused]
+    if arm.get("rerank"):
+        units.append(("pairs", name, arm["rerank"], base))
+    return units + [("stage", "run_arm", name)]
+
+
+class PairPlan:
+    """Which units each router pays before deciding, when it does not fire and when it fires."""
+
+    def __init__(self, pair_name: str, pair: Mapping[str, Any], arms: Mapping[str, Any], reuse: bool):
+        self.pair_name, self.base, self.alternative = pair_name, pair["base"], pair["alternative"]
+        self.arms, self.reuse = arms, reuse
+        self.base_is_arm = self.base in arms
+        self.scope = arms[self.base if self.base_is_arm else self.alternative]["scope"]
+
+    def pre_decision(self, families: frozenset[str]) -> list[tuple]:
+        units = [("stage", "route_features", self.pair_name)] if families else []
+        if self.base_is_arm:
+            units += arm_units(self.base, self.arms[self.base])
+        if "retrieval_score" in families and ("stage", "retrieve_bm25", self.scope) not in units:
+            units.append(("stage", "retrieve_bm25", self.scope))
+        if "uncertainty" in families:
+            units.append(("stage", "generate_answers", self.base))
+        return units
+
+    def base_answer(self, families: frozenset[str]) -> list[tuple]:
+        return [] if "uncertainty" in families else [("stage", "generate_answers", self.base)]
+
+    def trigger_retrieval(self, families: frozenset[str], reuse: bool | None = None) -> list[tuple]:
+        reuse = self.reuse if reuse is None else reuse
+        alternative = self.arms[self.alternative]
+        paid = self.pre_decision(families) if reuse else []
+        same_reranker = self.base_is_arm and alternative.get("rerank") and alternative.get("rerank") == self.arms[self.base].get("rerank")
+        return arm_units(self.alternative, alternative, paid, self.base if reuse and same_reranker else None)
+
+    def trigger_generation(self) -> list[tuple]:
+        return [("stage", "generate_answers", self.alternative)]
+
+
+def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.DataFrame:
+    """qid, seconds, token_equivalents that firing adds over not firing, for a router reading `families`.
+
+    Arm pairs (Study A): the alternative arm's retrieval (minus what the base arm already paid, with costs.reuse);
+    both sides are answered, so generation cancels out. Study B: retrieval plus the answer with evidence, minus the
+    closed-book answer (which uncertainty routers pay before deciding anyway)."""
+    fired = plan.trigger_retrieval(families)
+    saved: list[tuple] = []
+    if not plan.base_is_arm:
+        fired, saved = fired + plan.trigger_generation(), plan.base_answer(families)
+    on, off = costs.total(fired), costs.total(saved)
+    return on.join(off, on="qid", suffix="_off").select(
+        "qid", (pl.col("seconds") - pl.col("seconds_off")).alias("seconds"),
+        (pl.col("token_equivalents") - pl.col("token_equivalents_off")).alias("token_equivalents"))
+
+
+def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The dataset's ledger plus the rows of the pair's own stages (its features job). The dataset ledger leaves
+    them out, so that adding a routing pair changes nothing another pair is priced from."""
+    if not sources:
+        return table
+    dataset = table["dataset"][0] if table.height else ""
+    rows = [stage_rows(source, table.select("qid").unique()).with_columns(pl.lit(dataset).alias("dataset")).select(list(COST_LEDGER.columns))
+            for source in sources]
+    return conform(pl.concat([table, *rows], how="vertical_relaxed"), COST_LEDGER)
+
+
+def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], rankings: Mapping[str, str]) -> dict[str, pl.DataFrame]:
+    """Arm → its reranker candidate pairs (qid, unit_id); `rankings` maps '<method>_<scope>' to a ranking file."""
+    loaded = {key: read_table(path, RANKING) for key, path in rankings.items()}
+    return {
+        name: candidates_from(arms[name], loaded).select("qid", "unit_id")
+        for name in names if name in arms and arms[name].get("rerank")
+    }
+
+
+def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
+    """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, its arms,
+    costs.reuse, costs.prices, the rankings of its reranked arms ('<method>_<scope>' → file) and the sources of
+    the pair's own stages (`pair_sources`, as the ledger's)."""
+    pair, arms = settings["pair"], settings["arms"]
+    plan = PairPlan(pair_name, pair, arms, settings["reuse"])
+    table = priced(with_pair_rows(pl.read_parquet(ledger), settings.get("pair_sources", ())), settings["prices"])
+    pools = candidate_sets(arms, [pair["base"], pair["alternative"]], settings["rankings"])
+    return plan, Costs(table, qids.unique(), pools)

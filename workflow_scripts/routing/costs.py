@@ -1,0 +1,104 @@
+"""What each routing policy really costs (rule `route_costs`, per dataset and routing pair base → alternative).
+
+In:  the pair's Costs and PairPlan (cost/pricing.py, from the ledger), routed.parquet, frontiers.parquet, the frozen
+     routers (the feature families each reads) and the budget grid.
+Out (results/<dataset>/cost/<pair>/, written by routing/jobs/route_costs.py):
+- policy_costs  per router on held-out: pre-decision cost of its trigger family (query-only: the feature job;
+  uncertainty: the no-retrieval answer; retrieval-score: the BM25 probe; base_arm: the base arm's retrieval), the
+  base answer when it does not fire, and when it fires the alternative's retrieval and its generation with evidence
+  — mean seconds and token-equivalents per query;
+- cost_frontiers  every frontier point (exact / deployable / conservative, per budget) with the mean cost of the
+  same triggers, so frontiers can be drawn against cost as well as usage;
+- reuse  (arm pairs only) the per-query cost of triggering the alternative arm when it reuses the base arm's
+  first-stage rankings and rerank scores versus recomputing them.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.contracts import FEATURE_FAMILY
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.cost.pricing import Costs, PairPlan
+from workflow_scripts.routing.frontiers import frontier_table
+from workflow_scripts.routing.routers import read_artifact
+
+
+def router_families(frozen: Sequence[str]) -> dict[str, frozenset[str]]:
+    """Router → the feature families its frozen artifact reads (empty for random / always / never); the router's
+    name is the one recorded inside the artifact."""
+    families = {}
+    for path in frozen:
+        artifact = read_artifact(Path(path).read_bytes())
+        router, names = artifact["router"], artifact["features"]
+        unknown = [name for name in names if name not in FEATURE_FAMILY]
+        if unknown:
+            raise InputError(f"route costs: router '{router}' reads features {unknown} that belong to no cost family "
+                             f"(contracts.FEATURE_FAMILY)")
+        families[router] = frozenset(FEATURE_FAMILY[name] for name in names)
+    return families
+
+
+def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: Mapping[str, frozenset[str]]) -> pl.DataFrame:
+    """POLICY_COSTS rows: each router's frozen policy on held-out, cost by component (mean per query)."""
+    rows = []
+    for router, fams in families.items():
+        table = heldout.filter(pl.col("router") == router).sort("qid")
+        fired = table["triggered"].cast(pl.Float64).to_numpy()
+        adaptive = (table["metric_on"] * table["triggered"] + table["metric_off"] * ~table["triggered"]).mean()
+        parts = {
+            "pre_decision": (costs.total(plan.pre_decision(fams)), None),
+            "base_answer": (costs.total(plan.base_answer(fams)), 1.0 - fired),
+            "trigger_retrieval": (costs.total(plan.trigger_retrieval(fams)), fired),
+            "trigger_generation": (costs.total(plan.trigger_generation()), fired),
+        }
+        for component, (cost, weight) in parts.items():
+            seconds, tokens = cost["seconds"].to_numpy(), cost["token_equivalents"].to_numpy()
+            if weight is not None:
+                seconds, tokens = seconds * weight, tokens * weight
+            rows.append({"router": router, "families": "+".join(sorted(fams)), "component": component,
+                         "usage": float(fired.mean()), "accuracy": float(adaptive), "seconds": float(seconds.mean()),
+                         "token_equivalents": float(tokens.mean())})
+    return pl.DataFrame(rows)
+
+
+def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers: pl.DataFrame,
+                   families: Mapping[str, frozenset[str]], budgets: Mapping[str, Any]) -> pl.DataFrame:
+    """Every frontier point with the mean cost of the same triggers (frontiers.frontier_table on cost as metric)."""
+    tables = []
+    for router in frontiers["router"].unique(maintain_order=True):
+        fams = families[router]
+        off = costs.total(plan.pre_decision(fams) + plan.base_answer(fams))
+        on = costs.total(plan.pre_decision(fams) + plan.trigger_retrieval(fams) + plan.trigger_generation())
+        scored = routed.filter(pl.col("router") == router)
+        heldout = scored.filter(pl.col("split") == "heldout").select("qid", "score")
+        calibration = scored.filter(pl.col("split") == "calibration").select("score")
+        measured = {}
+        for column in ("seconds", "token_equivalents"):
+            held = heldout.join(off.select("qid", pl.col(column).alias("metric_off")), on="qid").join(
+                on.select("qid", pl.col(column).alias("metric_on")), on="qid")
+            table = frontier_table(calibration, held, budgets["grid"], budgets["delta"])
+            measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"), pl.col("accuracy").alias(column))
+        points = frontiers.filter(pl.col("router") == router).select("router", "frontier", "budget", "usage", "accuracy")
+        joined = points.join(measured["seconds"], on=["frontier", "budget"]).join(
+            measured["token_equivalents"].drop("recomputed"), on=["frontier", "budget"])
+        if joined.height != points.height or (joined["usage"] - joined["recomputed"]).abs().max() > 1e-9:
+            raise InputError(f"route costs: router '{router}': frontiers.parquet does not match the triggers recomputed "
+                             f"from routed.parquet with budgets {list(budgets['grid'])}; rerun route_frontiers")
+        tables.append(joined.drop("recomputed"))
+    return pl.concat(tables)
+
+
+def reuse_costs(plan: PairPlan, costs: Costs) -> pl.DataFrame:
+    """REUSE_COSTS rows: the alternative arm's trigger cost per stage, reusing the base arm's work or not."""
+    rows = []
+    for mode, reuse in (("reuse", True), ("recompute", False)):
+        for unit in plan.trigger_retrieval(frozenset({"base_arm"}), reuse):
+            cost = costs.unit(unit)
+            stage, component = ("rerank", unit[2]) if unit[0] == "pairs" else (unit[1], unit[2])
+            rows.append({"mode": mode, "stage": stage, "component": component, "seconds": cost["seconds"].mean(),
+                         "token_equivalents": cost["token_equivalents"].mean(),
+                         "rerank_pairs": cost["rerank_pairs"].fill_null(0).mean()})
+    return pl.DataFrame(rows)

@@ -1,0 +1,39 @@
+"""Rule route_costs (per dataset and routing pair): what each frozen routing policy costs (routing/costs.py).
+
+In:  the dataset's ledger, routed.parquet, frontiers.parquet, the frozen routers; params: the pair, its costing
+     settings (arms, costs.reuse, costs.prices, the reranked arms' rankings, the pair's own stages) and the budgets.
+Out: results/<dataset>/cost/<pair>/policy_costs.parquet + .csv, cost_frontiers.parquet, reuse.parquet + .csv.
+"""
+
+import logging
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, REUSE_COSTS, write_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.cost.pricing import measured_costs
+from workflow_scripts.routing.costs import cost_frontiers, policy_costs, reuse_costs, router_families
+
+log = logging.getLogger("ragfrontier.cost")
+
+
+def main(smk: Any) -> None:
+    routed = pl.read_parquet(smk.input.routed)
+    heldout = routed.filter(pl.col("split") == "heldout")
+    settings = {"pair": smk.params.pair, **smk.params.costing}
+    plan, costs = measured_costs(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
+    families = router_families(list(smk.input.frozen))
+    policies = write_table(policy_costs(plan, costs, heldout, families), smk.output.policies, POLICY_COSTS)
+    write_text_atomic(policies.write_csv(float_precision=6), smk.output.policies_csv)
+    frontiers = cost_frontiers(plan, costs, routed, pl.read_parquet(smk.input.frontiers), families, smk.params.budgets)
+    write_table(frontiers, smk.output.frontiers, COST_FRONTIERS)
+    reuse = reuse_costs(plan, costs) if plan.base_is_arm else pl.DataFrame(schema=REUSE_COSTS.schema)
+    write_text_atomic(write_table(reuse, smk.output.reuse, REUSE_COSTS).write_csv(float_precision=6), smk.output.reuse_csv)
+    totals = policies.group_by("router", maintain_order=True).agg(pl.col("usage").first(), pl.col("seconds").sum())
+    log.info("%s: mean seconds per held-out query by router: %s", smk.wildcards.pair, totals.rows())
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
