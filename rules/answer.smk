@@ -17,7 +17,7 @@ rule generate_answers:
         llm_env("generator")
     threads: MODEL_THREADS
     params:
-        generator=config["models"]["generator"],
+        generator=llm_block("generator"),
         prompts=answer_templates,
         splits=answer_splits,
         cache=LLM_CACHE,
@@ -41,7 +41,7 @@ rule judge_answers:
         llm_env("judge")
     threads: MODEL_THREADS
     params:
-        judge=config["models"]["judge"],
+        judge=llm_block("judge"),
         max_reasks=config["generation"]["judge_reasks"],
         prompts=prompt_overrides(vocabulary.JUDGE_TEMPLATES),
         splits=config["generation"]["splits"],

@@ -194,6 +194,13 @@ def prompt_overrides(templates):
     return subset(config["prompts"], templates)
 
 
+def llm_block(role):
+    """models.<role> as its LLM jobs read it: without its prices (those go to the cost ledger only)."""
+    from workflow_scripts.llm.settings import engine_spec
+
+    return engine_spec(config["models"][role])
+
+
 def llm_env(role):
     """The conda env for models.<role>'s rules: vLLM's GPU env when that model runs on vllm with CUDA, else the CPU
     env (vllm on CPU starts its engine in the Python named by models.<role>.vllm.python, envs/vllm-cpu.yaml)."""

@@ -17,7 +17,7 @@ rule generate_questions:
     threads: MODEL_THREADS
     params:
         spec=lambda wildcards: config["datasets"][wildcards.dataset],
-        generator=config["models"]["generator"],
+        generator=llm_block("generator"),
         prompts=prompt_overrides(vocabulary.QUESTION_TEMPLATES),
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,

@@ -27,7 +27,7 @@ if "study_c" in config:
         params:
             papers=STUDY_C["papers"],
             seed=STUDY_C["seed"],
-            generator=config["models"]["generator"],
+            generator=llm_block("generator"),
             prompts=prompt_overrides(vocabulary.SYNTHETIC_TEMPLATES),
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
@@ -82,7 +82,7 @@ if "study_c" in config:
             settings=lambda wildcards: strategy_params(wildcards.strategy)["settings"],
             colbert=lambda wildcards: strategy_params(wildcards.strategy)["colbert"],
             embedder=lambda wildcards: strategy_params(wildcards.strategy)["embedder"],
-            generator=config["models"]["generator"],
+            generator=llm_block("generator"),
             prompts=lambda wildcards: strategy_params(wildcards.strategy)["prompts"],
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
@@ -104,7 +104,7 @@ if "study_c" in config:
             llm_env("judge")
         threads: MODEL_THREADS
         params:
-            judge=config["models"]["judge"],
+            judge=llm_block("judge"),
             max_reasks=STUDY_C["judge_reasks"],
             prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
             cache=LLM_CACHE,
@@ -137,5 +137,6 @@ if "study_c" in config:
             strategies=STUDY_C["strategies"],
             bootstrap=STUDY_C["bootstrap"],
             scoring=config["judging"]["scoring"],
+            prices=config["models"]["generator"].get("prices"),
         script:
             "../workflow_scripts/study_c/tables.py"

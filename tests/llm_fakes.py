@@ -6,6 +6,7 @@ import json
 
 class WordTokenBackend:
     name, device, uncertainty_basis = "transformers", "cpu", None
+    token_basis = "tokenizer"
 
     def render(self, messages):
         return json.dumps(messages, ensure_ascii=False)

@@ -120,3 +120,16 @@ def test_fusion_depth_below_candidates_says_how_to_fix(config):
     config["arms"]["fused"] = {"first_stage": "hybrid", "candidates": 50, "keep": 10, "scope": "group", "fusion_depth": 20}
     with pytest.raises(InputError, match=r"set fusion_depth >= 50 or leave it out \(default max\(100, candidates\)\)"):
         validate_config(config)
+
+
+def test_llm_prices_are_checked_and_share_one_currency(config):
+    config["models"]["generator"]["prices"] = {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "currency": "usd"}
+    with pytest.raises(InputError, match=r"models.generator.prices.currency = 'usd' is not allowed; expected a string matching"):
+        validate_config(copy.deepcopy(config))
+    config["models"]["generator"]["prices"]["currency"] = "USD"
+    config["models"]["judge"]["prices"] = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "currency": "EUR"}
+    with pytest.raises(InputError, match=r"models.generator.prices.currency = USD and models.judge.prices.currency = "
+                                         r"EUR: the cost tables add the money of every priced model; price them in one currency"):
+        validate_config(copy.deepcopy(config))
+    config["models"]["judge"]["prices"]["currency"] = "USD"
+    validate_config(config)

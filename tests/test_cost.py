@@ -30,7 +30,7 @@ def generations(path, latencies, prompt_tokens=100, completion_tokens=10):
              "finish_reason": "stop",
              "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": latency,
              "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 0, "evidence_kept": 0,
-             "evidence_truncated": False} for qid, latency in latencies.items()]
+             "evidence_truncated": False, "token_basis": "tokenizer"} for qid, latency in latencies.items()]
     write_table(frame(rows, GENERATIONS), path, GENERATIONS)
     return str(path)
 
@@ -249,3 +249,67 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
         assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
         assert metadata["cost_basis"] == "measured: 3.5 seconds per trigger on dev"
     assert thresholds["cost_per_trigger"].to_list() == [pytest.approx(0.35)] * 2
+
+
+USD = {"input_per_mtok": 2.0, "output_per_mtok": 10.0, "currency": "USD"}
+ANSWER_MONEY = (100 * 2.0 + 10 * 10.0) / 1e6  # generations() writes 100 prompt and 10 completion tokens per answer
+
+
+def priced_sources(study_a, keep=USD, hybrid=USD):
+    prices = {"keep": keep, "hybrid": hybrid}
+    return [{**source, "prices": prices[source["component"]]} if source["stage"] == "generate_answers" else source
+            for source in study_a["sources"]]
+
+
+def test_money_is_the_tokens_at_the_model_prices(study_a):
+    table = conform(cost_ledger.ledger(priced_sources(study_a), study_a["questions"], "demo"), COST_LEDGER)
+    answers = table.filter(pl.col("stage") == "generate_answers")
+    assert answers["money"].to_list() == pytest.approx([ANSWER_MONEY] * 8) and set(answers["currency"]) == {"USD"}
+    others = table.filter(pl.col("stage") != "generate_answers")
+    assert set(others["money"]) == {0.0} and others["currency"].null_count() == others.height  # no LLM, no money
+    study_a["sources"] = priced_sources(study_a)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    policies = route_costs.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False]}),
+                                        {"ridge": frozenset({"base_arm"})})
+    money = {row["component"]: row["money"] for row in policies.iter_rows(named=True)}
+    assert money == pytest.approx({"pre_decision": 0.0, "base_answer": 0.5 * ANSWER_MONEY, "trigger_retrieval": 0.0,
+                                   "trigger_generation": 0.5 * ANSWER_MONEY})
+    assert set(policies["currency"]) == {"USD"}
+    totals = cost_ledger.stage_totals(table).filter(pl.col("stage") == "generate_answers")
+    assert totals["money"].to_list() == pytest.approx([4 * ANSWER_MONEY] * 2) and set(totals["currency"]) == {"USD"}
+
+
+def test_money_of_an_unpriced_model_is_unknown_not_zero(study_a):
+    study_a["sources"] = priced_sources(study_a, hybrid=None)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    costs = costs_for(study_a)
+    policies = route_costs.policy_costs(plan, costs, routed({"ridge": [True, True, False, False]}), {"ridge": frozenset({"base_arm"})})
+    money = {row["component"]: row["money"] for row in policies.iter_rows(named=True)}
+    assert money["trigger_generation"] is None and money["base_answer"] == pytest.approx(0.5 * ANSWER_MONEY)
+    table = routed({"ridge": [True, True, False, False]})
+    scored = pl.concat([table, table.with_columns(pl.lit("calibration").alias("split"), (pl.col("qid") + "c").alias("qid"))])
+    frontiers = pl.DataFrame({"router": ["ridge"], "frontier": ["exact"], "budget": [0.5], "usage": [0.5], "accuracy": [0.5]})
+    points = route_costs.cost_frontiers(plan, costs, scored, frontiers, {"ridge": frozenset({"base_arm"})},
+                                        {"grid": [0.5], "delta": 0.05})
+    assert points["money"].to_list() == [None] and points["seconds"].null_count() == 0
+    study_a["sources"] = priced_sources(study_a, hybrid={**USD, "currency": "EUR"})
+    with pytest.raises(InputError, match=r"prices LLM calls in \['EUR', 'USD'\]; price every model block in one currency"):
+        costs_for(study_a)
+
+
+def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a):
+    from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, frame
+
+    tables = []
+    for contract, tokens in ((JUDGMENTS_A, 100), (JUDGMENTS_C, None)):
+        rows = [{"item_id": q, "status": "ok", "attempts": 2, "obtained": "reasked", "judge_model": "j",
+                 "prompt_tokens": tokens, "completion_tokens": 5} for q in QIDS]
+        path = tmp_path / f"{contract.name}.parquet"
+        frame(rows, contract).write_parquet(path)
+        tables.append(str(path))
+    source = {"stage": "judge_answers", "component": "keep", "tables": tables, "prices": USD,
+              "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
+    rows = cost_ledger.stage_rows(source, study_a["questions"])
+    assert rows["llm_calls"].to_list() == [4] * 4 and rows["completion_tokens"].to_list() == [10] * 4
+    # the Study C judge's server gave no prompt-token counts: the money of these calls is unknown
+    assert rows["prompt_tokens"].to_list() == [None] * 4 and rows["money"].to_list() == [None] * 4

@@ -49,3 +49,11 @@ def test_changing_a_price_reruns_only_cost_and_report_jobs(demo_copy):
     prices = {**config["costs"]["prices"], "prompt_token": config["costs"]["prices"]["prompt_token"] * 2}
     edit = overlay(demo_copy, "price", {"costs": {"prices": prices}})
     assert planned_jobs(demo_copy, *edit) == {"all": 1, "route_costs": 1, "report_figures": 1, "summary": 1}
+
+
+def test_pricing_the_llms_reruns_the_cost_jobs_and_no_llm_job(demo_copy):
+    usd = {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "currency": "USD"}
+    edit = overlay(demo_copy, "llm_prices", {"models": {"generator": {"prices": usd}, "judge": {"prices": usd}}})
+    assert planned_jobs(demo_copy, *edit) == {
+        "all": 1, "cost_ledger": 1, "route_costs": 1, "report_figures": 1, "summary": 1,
+    }

@@ -65,7 +65,8 @@ class ScriptedJudge(WordTokenBackend):
             if answer == "server-down":
                 outcomes.append(llm.Outcome(error="HTTP 503 (gave up after 4 tries)"))
             else:
-                outcomes.append(llm.Outcome(text=reply, finish_reason="stop", latency_s=0.01))
+                outcomes.append(llm.Outcome(text=reply, finish_reason="stop", latency_s=0.01, prompt_tokens=10,
+                                            completion_tokens=3))
         return outcomes
 
 
@@ -81,6 +82,10 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     assert [rows[a]["status"] for a in answers] == ["ok", "ok", "ok", "ok", "parse_failed", "error"]
     assert [rows[a]["attempts"] for a in answers] == [1, 1, 1, 2, 3, 1]
     assert [rows[a]["obtained"] for a in answers] == ["parsed", "repaired", "parsed", "reasked", "parse_failed", "error"]
+    # every call's usage is summed: re-asks, and the refusal's re-score under the is_answer branch; a failed call's
+    # is unknown
+    assert [rows[a]["prompt_tokens"] for a in answers] == [10, 10, 20, 20, 30, None]
+    assert [rows[a]["completion_tokens"] for a in answers] == [3, 3, 6, 6, 9, None]
     assert rows["refusal"]["overall"] == 0 and rows["refusal"]["is_answer"] is False
     assert rows["garbage-then-good"]["overall"] == 4
     assert rows["out-of-range"]["overall"] is None and rows["out-of-range"]["failure"] == '"overall" = 7 is outside 1–5'
@@ -105,7 +110,8 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
     class Grader(ScriptedJudge):
         def complete(self, batch, sampling):
             seen.extend(prompt.messages[1]["content"] for prompt in batch)
-            return [llm.Outcome(text='{"abstained": true, "correctness": 0, "faithfulness": 1}', finish_reason="stop")]
+            return [llm.Outcome(text='{"abstained": true, "correctness": 0, "faithfulness": 1}', finish_reason="stop",
+                                prompt_tokens=50, completion_tokens=7)]
 
     engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "grader"}), Grader())
     items = pl.DataFrame({
@@ -119,6 +125,7 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
         # no token steps from this backend: the written values, basis argmax_only (faithfulness forced to null)
         "abstained_prob": 1.0, "abstained_mass": None, "correctness_expected": 0.0, "correctness_mass": None,
         "faithfulness_expected": None, "faithfulness_mass": None, "score_basis": "argmax_only",
+        "prompt_tokens": 50, "completion_tokens": 7,  # the call's usage, priced by models.judge.prices
     }
     assert "- SQuAD\n- SQuAD 1.1" in seen[0] and "[1] We train on SQuAD.\n\n[2] Results in Table 2." in seen[0]
 

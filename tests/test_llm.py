@@ -34,6 +34,7 @@ class FakeBackend:
     """Counts what it is asked to generate; replies "answer to <last user line>"; can crash on a given call."""
 
     name, fingerprint, device, uncertainty_basis = "transformers", "fake-model", "cpu", "full_vocabulary"
+    token_basis = "tokenizer"
 
     def __init__(self, crash_on_call: int | None = None):
         self.batches: list[list[str]] = []
@@ -233,6 +234,7 @@ def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_p
     assert math.isclose(ok["mean_entropy"], entropy) and math.isclose(ok["min_token_prob"], 0.5)
     assert math.isclose(ok["sequence_logprob"], math.log(0.45)) and ok["uncertainty_basis"] == "top_2"
     assert ok["device"] == server and ok["backend"] == "openai" and ok["latency_s"] > 0
+    assert table["token_basis"].unique().to_list() == ["estimate"]  # no local tokenizer: characters / chars_per_token
     assert rows["plain"]["mean_entropy"] is None and rows["plain"]["uncertainty_basis"] is None
     assert rows["slow"]["error"].startswith("APITimeoutError") and "gave up after 3 tries" in rows["slow"]["error"]
     assert rows["bad"]["error"].startswith("HTTP 400") and "unknown parameter" in rows["bad"]["error"]

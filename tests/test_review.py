@@ -162,7 +162,7 @@ def _stage_inputs(tmp_path):
         answers = [{"request_id": q, "key": q, "status": "ok", "source": "generated", "constrained": False,
                     "text": f"{policy} says {q}",
                     "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 2,
-                    "evidence_kept": 2, "evidence_truncated": False} for q in qids]
+                    "evidence_kept": 2, "evidence_truncated": False, "token_basis": "tokenizer"} for q in qids]
         study_a = [{"item_id": q, "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": False,
                     "correctness": i % 3, "faithfulness": 1, "judge_model": "m"} for i, q in enumerate(qids)]
         study_c = [{"item_id": q, "status": "parse_failed", "attempts": 1, "obtained": "parse_failed",

@@ -18,16 +18,18 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from local_server import left_after, process_group
+from batch_server import BatchServer
+from local_server import left_after, process_group, serving
 from tiny_demo import differences, offline_env, tiny_workdir
 from workflow_helpers import SNAKEMAKE, snakemake
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.backends import openai_batch
 from workflow_scripts.llm.backends.vllm import VLLM_ENV
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.server import SERVED_NAME, RunServerBackend, registry, serve, server_key
+from workflow_scripts.llm.server import SERVED_NAME, RunServerBackend, registry, run_batch, serve, server_key
 from workflow_scripts.llm.templates import JUDGE_C_REPLY
 
 pytestmark = [pytest.mark.slow]
@@ -77,7 +79,7 @@ def test_served_and_offline_give_the_same_rows(both):
     assert served["status"].to_list() == ["ok"] * len(_requests()), served["error"].to_list()
     assert served["backend"].unique().to_list() == ["openai"] and offline["backend"].unique().to_list() == ["vllm"]
     same = ["request_id", "text", "finish_reason", "prompt_tokens", "completion_tokens", "constrained",
-            "evidence_kept", "evidence_truncated", "uncertainty_basis"]
+            "evidence_kept", "evidence_truncated", "uncertainty_basis", "token_basis"]
     for served_row, offline_row in zip(served.select(same).iter_rows(named=True), offline.select(same).iter_rows(named=True)):
         assert served_row == offline_row, "served and offline differ"
     for column in ("mean_entropy", "min_token_prob", "sequence_logprob"):
@@ -106,6 +108,34 @@ def test_served_judge_scores_are_masked_exact(served, models_cache, tmp_path):
     row = judges.judge(judges.STUDY_A, items, llm.load_engine(judge, models_cache, "models.judge"), tmp_path,
                        TEMPLATES).row(0, named=True)
     assert row["score_basis"] == "masked_exact", row
+
+
+def test_vllms_batch_runner_reads_the_batch_file_the_pipeline_writes(served, models_cache, tmp_path, monkeypatch):
+    """The Batch API end to end with vLLM's own batch runner (`vllm run-batch`, the served model's engine) behind the
+    files / batches stand-in: the pipeline writes the batch file, vLLM runs it, and the pipeline reads its output file
+    into the rows an online run of the same requests gets from vLLM's server. Chat messages (vLLM's runner serves
+    /v1/chat/completions only), so the server applies the chat template on both sides."""
+    monkeypatch.setattr(openai_batch.time, "sleep", lambda seconds: None)
+
+    def process(content: str) -> str:
+        (tmp_path / "input.jsonl").write_text(content)
+        run_batch(VLLM, models_cache, tmp_path / "input.jsonl", tmp_path / "output.jsonl")
+        return (tmp_path / "output.jsonl").read_text()
+
+    chat = {"backend": "openai", "model": SERVED_NAME, "max_prompt_tokens": 512, "sampling": {"max_new_tokens": 24},
+            "top_logprobs": 5}
+    asked = _requests()[:3] + [_requests()[6]]  # free text and a constrained judge reply
+    BatchServer.reset(process=process, owned_by="vllm", models=(SERVED_NAME,))
+    with serving(BatchServer) as url:
+        batched = llm.generate(asked, llm.load_engine({**chat, "base_url": url, "batch": True}, models_cache),
+                               tmp_path / "batch")
+    online = llm.generate(asked, llm.load_engine({**chat, "base_url": served["base_url"]}, models_cache),
+                          tmp_path / "online")
+    assert batched["status"].to_list() == ["ok"] * len(asked), batched["error"].to_list()
+    assert BatchServer.creates == 2, "a shard's free-text requests and its constrained ones are a batch each"
+    same = ["request_id", "text", "finish_reason", "prompt_tokens", "completion_tokens", "constrained", "token_basis"]
+    assert batched.select(same).rows() == online.select(same).rows()
+    assert batched["mean_entropy"].to_list() == pytest.approx(online["mean_entropy"].to_list(), rel=1e-3)
 
 
 def test_a_request_the_server_rejects_is_that_rows_error(served, models_cache, tmp_path):

@@ -77,7 +77,7 @@ def test_a_shard_reads_its_rows_a_batch_at_a_time(tmp_path, monkeypatch):
 def generations(ids):
     return frame([{"request_id": qid, "key": qid, "status": "ok", "source": "generated", "constrained": False,
                    "text": f"answer {qid}", "finish_reason": "stop", "latency_s": 0.5, "backend": "transformers",
-                   "model": "m", "device": "cpu", "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False}
+                   "model": "m", "device": "cpu", "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False, "token_basis": "tokenizer"}
                   for qid in ids], GENERATIONS)
 
 

@@ -179,6 +179,7 @@ def test_the_constraint_is_part_of_the_cache_key_and_off_means_free_text():
 def test_a_budget_beyond_the_context_is_an_error_naming_the_template(tmp_path):
     class Backend:
         name, fingerprint, device, uncertainty_basis = "transformers", "f", "cpu", None
+        token_basis = "tokenizer"
 
     config = llm.engine_config({"backend": "transformers", "model": "m", "max_prompt_tokens": 4000})
     engine = llm.Engine(config, Backend(), context_length=4096)

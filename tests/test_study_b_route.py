@@ -17,7 +17,7 @@ def answers(texts: list[str], model: str = "tiny-llm") -> pl.DataFrame:
     rows = [{"request_id": f"q{i}", "key": f"k{i}", "status": "ok", "source": "generated", "constrained": False, "text": text,
              "finish_reason": "stop", "mean_entropy": 0.1 * i, "min_token_prob": 1 / (i + 2),
              "sequence_logprob": -float(i), "latency_s": 0.01, "backend": "transformers", "model": model,
-             "device": "cpu", "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False}
+             "device": "cpu", "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False, "token_basis": "tokenizer"}
             for i, text in enumerate(texts)]
     return frame(rows, GENERATIONS)
 

@@ -41,7 +41,7 @@ def _generation(request_id, text, status="ok", finish_reason="stop", constrained
             "source": "generated", "constrained": constrained, "text": text,
             "finish_reason": finish_reason if text is not None else None,
             "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu",
-            "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False}
+            "evidence_in": 0, "evidence_kept": 0, "evidence_truncated": False, "token_basis": "tokenizer"}
 
 
 def test_synthesize_keeps_papers_with_both_queries_and_counts_the_rest_by_cause():

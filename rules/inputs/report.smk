@@ -16,7 +16,7 @@ def answered_policies(dataset):
 
 
 def cost_sources(wildcards):
-    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather) and device (see cost/ledger.py).
+    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather), device and, for LLM stages, the model's prices (see cost/ledger.py).
     A routing pair's own stage (its features) is not among them: route_costs adds it (`pair_sources`)."""
     from workflow_scripts.retrieval.arms import first_stages
 
@@ -59,6 +59,7 @@ def cost_sources(wildcards):
             {
                 "stage": "generate_answers",
                 "component": policy,
+                "prices": config["models"]["generator"].get("prices"),
                 "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
                 "benchmarks": benchmarks_of("generate_answers", dataset=dataset, policy=policy),
             }
@@ -69,6 +70,7 @@ def cost_sources(wildcards):
             {
                 "stage": "judge_answers",
                 "component": policy,
+                "prices": judge.get("prices"),
                 "device": judge.get("base_url") or judge.get("device", "cpu"),
                 "tables": [
                     output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES

@@ -72,7 +72,8 @@ def check_measures(config: dict[str, Any]) -> None:
 
 def check_models(config: dict[str, Any]) -> None:
     """The LLM blocks pass the engine's own validation (`engine_config`: the rules across keys, such as a server
-    address for openai and a set API key variable), and the prompt overrides are well-formed templates."""
+    address for openai and a set API key variable), priced blocks share one currency, and the prompt overrides are
+    well-formed templates."""
     from workflow_scripts.llm.rendering import load_templates
     from workflow_scripts.llm.settings import engine_config
 
@@ -82,6 +83,11 @@ def check_models(config: dict[str, Any]) -> None:
             engine_config(config["models"][role], f"models.{role}")
         except InputError as error:
             problems += str(error).splitlines()
+    currencies = {f"models.{role}.prices.currency": config["models"][role]["prices"]["currency"]
+                  for role in ("generator", "judge") if "prices" in config["models"][role]}
+    if len(set(currencies.values())) > 1:
+        problems.append(" and ".join(f"{key} = {value}" for key, value in currencies.items())
+                        + ": the cost tables add the money of every priced model; price them in one currency")
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
     load_templates(config["prompts"])

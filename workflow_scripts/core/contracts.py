@@ -218,6 +218,7 @@ SCORE_CACHE = Contract(
 # --- Generation (llm/engine.py): the LLM cache and one row per generated request
 
 BACKENDS = ("transformers", "openai", "vllm")
+TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")  # an LLM call's usage, priced by models.<role>.prices
 
 TOKEN_STEP = pl.Struct({
     "token": pl.String(), "alternatives": pl.List(pl.Struct({"text": pl.String(), "logprob": pl.Float64()})),
@@ -270,6 +271,9 @@ GENERATIONS = Contract(
         "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
         "evidence_kept": Column(pl.Int32(), doc="units in the prompt after the context-length policy"),
         "evidence_truncated": Column(pl.Boolean(), doc="a unit was cut or dropped to fit max_prompt_tokens"),
+        "token_basis": Column(pl.String(), doc="how the prompt was counted and cut to max_prompt_tokens: tokenizer "
+                              "(the model's own) | estimate (ceil(characters / chars_per_token): openai without a "
+                              "local tokenizer)"),
     },
     key=("request_id",),
     enums={
@@ -277,6 +281,7 @@ GENERATIONS = Contract(
         "source": frozenset({"generated", "cache", "duplicate"}),
         "finish_reason": frozenset({"stop", "length"}),
         "backend": frozenset(BACKENDS),
+        "token_basis": frozenset({"tokenizer", "estimate"}),
     },
 )
 
@@ -295,6 +300,9 @@ _COMMON = {
         pl.String(), doc="how the last reply was obtained: constrained (decoded under its schema) | parsed (strict "
         "JSON, unconstrained) | repaired | reasked (accepted on a re-ask) | length | parse_failed | error",
     ),
+    **{name: Column(pl.Int64(), nullable=True, doc=f"{what} of every call for this item (re-asks and a gate's "
+                    "re-score included; null: a server did not say)")
+       for name, what in zip(TOKEN_COLUMNS, ("prompt tokens", "tokens generated"))},
 }
 SCORE_BASES = ("masked_exact", "top_k", "argmax_only")  # judging/scores.py, strongest first
 
@@ -540,6 +548,9 @@ COST_LEDGER = Contract(
         "retrieval_calls": Column(pl.Int64(), doc="first-stage searches made for this query"),
         "llm_calls": Column(pl.Int64(), doc="LLM generation calls made for this query (re-asks included)"),
         "rerank_pairs": Column(pl.Int64(), doc="(query, unit) pairs scored by a reranker"),
+        "money": Column(pl.Float64(), nullable=True, doc="what this query's LLM tokens cost at the model block's "
+                        "prices (0 without an LLM; null: the model has no prices or a server gave no token counts)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null where money is 0 or null)"),
     },
     key=("qid", "stage", "component"),
     enums={"stage": COST_STAGES, "basis": COST_BASES},
@@ -555,6 +566,9 @@ POLICY_COSTS = Contract(
         "accuracy": Column(pl.Float64(), doc="held-out mean metric of the adaptive policy"),
         "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query spent in this component"),
         "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query (costs.prices)"),
+        "money": Column(pl.Float64(), nullable=True, doc="mean money per held-out query at the LLM blocks' prices "
+                        "(null: a model in it has no prices)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
     },
     key=("router", "component"),
     enums={"component": frozenset({"pre_decision", "base_answer", "trigger_retrieval", "trigger_generation"})},
@@ -570,6 +584,9 @@ COST_FRONTIERS = Contract(
         "accuracy": Column(pl.Float64(), doc="held-out mean metric (frontiers.parquet)"),
         "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query under the same triggers"),
         "token_equivalents": Column(pl.Float64(), doc="mean token-equivalents per held-out query"),
+        "money": Column(pl.Float64(), nullable=True, doc="mean money per held-out query at the LLM blocks' prices "
+                        "(null: a model in it has no prices)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
     },
     key=("router", "frontier", "budget"),
     enums={"frontier": frozenset({"exact", *RULES})},
@@ -583,6 +600,9 @@ REUSE_COSTS = Contract(
         "component": Column(pl.String()),
         "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query of triggering the arm"),
         "token_equivalents": Column(pl.Float64()),
+        "money": Column(pl.Float64(), nullable=True, doc="mean money per held-out query at the LLM blocks' prices "
+                        "(null: a model in it has no prices)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
         "rerank_pairs": Column(pl.Float64(), doc="mean pairs the trigger sends to the reranker"),
     },
     key=("mode", "stage", "component"),

@@ -10,6 +10,9 @@ Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out an
      llm/engine.py); "job_even" — the job's benchmark seconds divided evenly over its items (queries, reranked pairs,
      judge calls). Job seconds include start-up (imports, model loading), so a job_even share is an upper bound of
      the marginal cost; a job served from a content cache measures the cache hit, not the original computation.
+     `money`: what the LLM calls' tokens cost at the model block's `prices` (tokens in × input_per_mtok + tokens out
+     × output_per_mtok, per million; a served model's tokens are its server's `usage`); 0 for stages without an LLM,
+     null for an LLM stage whose model has no prices or whose token counts a server did not give.
 
 Plain functions; the `cost_ledger` rule's job (cost/jobs/cost_ledger.py) reads the job and writes the tables.
 """
@@ -20,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, read_table
+from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, TOKEN_COLUMNS, read_table
 from workflow_scripts.core.errors import InputError
 
 COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
@@ -85,10 +88,31 @@ def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
 
 
 def judge_rows(source: Mapping[str, Any]) -> pl.DataFrame:
-    """The judge job's seconds split evenly over its calls (both judges, re-asks included)."""
-    calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts"]) for path in source["tables"]])
-    items = calls.group_by("item_id").agg(pl.col("attempts").sum().cast(pl.Int64).alias("items")).rename({"item_id": "qid"})
+    """The judge job's seconds split evenly over its calls (both judges, re-asks included), with their tokens."""
+    calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts", *TOKEN_COLUMNS]) for path in source["tables"]])
+    items = calls.group_by("item_id").agg(
+        pl.col("attempts").sum().cast(pl.Int64).alias("items"),
+        *(summed(name) for name in TOKEN_COLUMNS),
+    ).rename({"item_id": "qid"})
     return job_even(items.sort("qid"), benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("llm_calls"))
+
+
+LLM_STAGES = ("generate_answers", "judge_answers")
+
+
+def money_of(prices: Mapping[str, Any]) -> pl.Expr:
+    """What a row's prompt_tokens and completion_tokens cost at an LLM block's `prices` (per million tokens)."""
+    return ((pl.col("prompt_tokens") * prices["input_per_mtok"] + pl.col("completion_tokens") * prices["output_per_mtok"])
+            / 1e6).cast(pl.Float64)
+
+
+def money(rows: pl.DataFrame, stage: str, prices: Mapping[str, Any] | None) -> pl.DataFrame:
+    """The rows with `money` and `currency` (see the module docstring)."""
+    if stage not in LLM_STAGES:
+        return rows.with_columns(pl.lit(0.0).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
+    if prices is None:
+        return rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
+    return rows.with_columns(money_of(prices).alias("money"), pl.lit(prices["currency"]).alias("currency"))
 
 
 def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
@@ -108,6 +132,7 @@ def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFra
     defaults = {"device": source.get("device", "cpu"), "prompt_tokens": None, "completion_tokens": None,
                 **{name: 0 for name in COUNTS}}
     rows = rows.with_columns(pl.lit(value).alias(name) for name, value in defaults.items() if name not in rows.columns)
+    rows = money(rows, stage, source.get("prices"))
     return rows.with_columns(pl.lit(stage).alias("stage"), pl.lit(source["component"]).alias("component"))
 
 
@@ -124,7 +149,13 @@ def ledger(sources: Sequence[Mapping[str, Any]], questions: pl.DataFrame, datase
     return table.with_columns(pl.lit(dataset).alias("dataset")).sort("qid", "stage", "component")
 
 
+def summed(column: str) -> pl.Expr:
+    """The column's sum, null when any value is (money of an unpriced model is unknown, not 0)."""
+    return pl.when(pl.col(column).null_count() == 0).then(pl.col(column).sum()).alias(column)
+
+
 def stage_totals(table: pl.DataFrame) -> pl.DataFrame:
-    """Rows and seconds per (stage, component, basis): results/<dataset>/cost/stages.csv."""
-    return table.group_by("stage", "component", "basis").agg(pl.len().alias("rows"), pl.col("seconds").sum()).sort(
-        "stage", "component")
+    """Rows, seconds and money per (stage, component, basis): results/<dataset>/cost/stages.csv."""
+    return table.group_by("stage", "component", "basis").agg(
+        pl.len().alias("rows"), pl.col("seconds").sum(), summed("money"), pl.col("currency").drop_nulls().first(),
+    ).sort("stage", "component")

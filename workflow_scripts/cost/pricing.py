@@ -1,12 +1,13 @@
 """Pricing a routing pair's policies from the ledger: what a router pays before deciding, when it does not fire and
-when it fires, per held-out question, in seconds and token-equivalents.
+when it fires, per held-out question, in seconds, token-equivalents and money (`MEASURES`).
 
 In:  the dataset's ledger (cost/ledger.py) plus the rows of the pair's own stages, `costs.prices`, `costs.reuse`, the
      pair's config and arms, and the first-stage rankings of its reranked arms (to count reranker candidates).
 Out: `measured_costs` → a PairPlan (which units of work each component of a policy consists of) and the Costs of
      those units per question; `trigger_cost` → what firing adds over not firing. Token-equivalents = prompt tokens ×
      prompt_token + generated tokens × completion_token + retrieval calls × retrieval_call + reranked pairs ×
-     rerank_pair (the prices in `costs.prices`).
+     rerank_pair (the prices in `costs.prices`). Money is the ledger's (the LLM blocks' `prices`); a sum with an
+     unpriced part is null (unknown), never a smaller number.
 
 A library below routing: routing/protocol.py prices a trigger for cost-aware thresholds with it, and
 routing/costs.py prices each frozen policy (rule `route_costs`).
@@ -22,6 +23,8 @@ from workflow_scripts.core.errors import InputError
 from workflow_scripts.cost.ledger import stage_rows
 from workflow_scripts.retrieval.arms import candidates_from, first_stages
 
+MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs, per query
+
 
 def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFrame:
     """The ledger with a token_equivalents column (see the module docstring)."""
@@ -34,7 +37,7 @@ def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFr
 
 
 class Costs:
-    """Per-query cost (seconds, token-equivalents) of named units of work on a fixed set of queries.
+    """Per-query cost (`MEASURES`) of named units of work on a fixed set of queries.
 
     A unit is ("stage", stage, component) — a ledger entry — or ("pairs", arm, base_arm_or_None): the arm's
     reranker candidates, all of them or only those the base arm did not already score.
@@ -42,6 +45,11 @@ class Costs:
 
     def __init__(self, table: pl.DataFrame, qids: pl.Series, candidate_sets: Mapping[str, pl.DataFrame]):
         self.table, self.qids, self.candidate_sets = table, qids.sort(), candidate_sets
+        currencies = table["currency"].drop_nulls().unique().sort().to_list()
+        if len(currencies) > 1:
+            raise InputError(f"route costs: the ledger prices LLM calls in {currencies}; price every model block in "
+                             f"one currency and rerun cost_ledger")
+        self.currency: str | None = currencies[0] if currencies else None
 
     def stage(self, stage: str, component: str, fix: str) -> pl.DataFrame:
         rows = self.table.filter((pl.col("stage") == stage) & (pl.col("component") == component))
@@ -50,20 +58,18 @@ class Costs:
         if missing.height:
             raise InputError(f"route costs: no measured '{stage}' cost for '{component}' on {missing.height} of the "
                              f"questions costed (e.g. {missing['qid'][0]!r}); {fix}")
-        return found.select("qid", "seconds", "token_equivalents", pl.col("rerank_pairs").cast(pl.Float64))
+        return found.select("qid", *MEASURES, pl.col("rerank_pairs").cast(pl.Float64))
 
     def pairs(self, arm: str, reranker: str, reused_from: str | None) -> pl.DataFrame:
         """The arm's candidate pairs × the reranker's measured cost per pair (new pairs only when reusing)."""
         rate = self.stage("rerank", reranker, "the arm's reranker job has no ledger row").with_columns(
-            (pl.col("seconds") / pl.col("rerank_pairs")).alias("per_pair_s"),
-            (pl.col("token_equivalents") / pl.col("rerank_pairs")).alias("per_pair_te"))
+            pl.col(measure) / pl.col("rerank_pairs") for measure in MEASURES)
         pool = self.candidate_sets[arm]
         if reused_from is not None:
             pool = pool.join(self.candidate_sets[reused_from], on=["qid", "unit_id"], how="anti")
         counts = pool.group_by("qid").len().select("qid", pl.col("len").cast(pl.Float64).alias("count"))
         return rate.join(counts, on="qid", how="left").select(
-            "qid", (pl.col("per_pair_s") * pl.col("count").fill_null(0)).alias("seconds"),
-            (pl.col("per_pair_te") * pl.col("count").fill_null(0)).alias("token_equivalents"),
+            "qid", *(pl.col(measure) * pl.col("count").fill_null(0) for measure in MEASURES),
             pl.col("count").fill_null(0).alias("rerank_pairs"))
 
     def unit(self, unit: tuple) -> pl.DataFrame:
@@ -74,13 +80,12 @@ class Costs:
         return self.stage(unit[1], unit[2], fix)
 
     def total(self, units: Sequence[tuple]) -> pl.DataFrame:
-        """qid, seconds, token_equivalents summed over `units` (zero for none)."""
-        frame = pl.DataFrame({"qid": self.qids, "seconds": 0.0, "token_equivalents": 0.0})
+        """qid and `MEASURES` summed over `units` (zero for none; null where a part is)."""
+        frame = pl.DataFrame({"qid": self.qids, **{measure: 0.0 for measure in MEASURES}})
         for unit in units:
-            part = self.unit(unit).select("qid", pl.col("seconds").alias("s"), pl.col("token_equivalents").alias("t"))
-            frame = frame.join(part, on="qid").select(
-                "qid", (pl.col("seconds") + pl.col("s")).alias("seconds"),
-                (pl.col("token_equivalents") + pl.col("t")).alias("token_equivalents"))
+            part = self.unit(unit).select("qid", *MEASURES)
+            frame = frame.join(part, on="qid", suffix="_part").select(
+                "qid", *((pl.col(measure) + pl.col(f"{measure}_part")).alias(measure) for measure in MEASURES))
         return frame
 
 
@@ -127,7 +132,7 @@ class PairPlan:
 
 
 def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.DataFrame:
-    """qid, seconds, token_equivalents that firing adds over not firing, for a router reading `families`.
+    """qid and the `MEASURES` that firing adds over not firing, for a router reading `families`.
 
     Arm pairs (Study A): the alternative arm's retrieval (minus what the base arm already paid, with costs.reuse);
     both sides are answered, so generation cancels out. Study B: retrieval plus the answer with evidence, minus the
@@ -138,8 +143,7 @@ def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.D
         fired, saved = fired + plan.trigger_generation(), plan.base_answer(families)
     on, off = costs.total(fired), costs.total(saved)
     return on.join(off, on="qid", suffix="_off").select(
-        "qid", (pl.col("seconds") - pl.col("seconds_off")).alias("seconds"),
-        (pl.col("token_equivalents") - pl.col("token_equivalents_off")).alias("token_equivalents"))
+        "qid", *((pl.col(measure) - pl.col(f"{measure}_off")).alias(measure) for measure in MEASURES))
 
 
 def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

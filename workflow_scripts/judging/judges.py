@@ -33,7 +33,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, Contract, frame
+from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS, Contract, frame
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import scores
 from workflow_scripts.llm import engine as llm
@@ -169,6 +169,7 @@ def _gated(spec: JudgeSpec, results: dict[str, dict[str, Any]], originals: Mappi
                             template=replace(originals[item_id].template, constraint=lambda fields: gate.given))
                     for item_id in chose_other]
         for item_id, row in zip(chose_other, llm.generate(requests, engine, cache_dir, sampling).iter_rows(named=True)):
+            spend(results[item_id], row)
             parsed, _ = read_reply(row, dict) if row["status"] == "ok" else (None, None)
             if parsed is not None and parsed.value is not None:
                 found = scores.field_scores(gate.given.schema, spec.gated, parsed.value, steps_of(row["token_steps"]))
@@ -184,6 +185,13 @@ def _gated(spec: JudgeSpec, results: dict[str, dict[str, Any]], originals: Mappi
             p = row.get(probability)
             # P(gate) = 0 (e.g. argmax_only on a reply that chose the other value): 0 whatever the scores given it
             row[expected_column(name)] = 0.0 if p == 0 else None if value is None or p is None else p * value
+
+
+def spend(result: dict[str, Any], call: Mapping[str, Any]) -> None:
+    """Add one call's prompt and completion tokens to a judgment row's (None once any call's count is unknown)."""
+    for name in TOKEN_COLUMNS:
+        spent, value = result.get(name, 0), call[name]
+        result[name] = None if spent is None or value is None else spent + value
 
 
 def judge(
@@ -202,6 +210,7 @@ def judge(
         fields, evidence = spec.request_parts(item)
         originals[item["item_id"]] = llm.Request(item["item_id"], template, fields, evidence)
     results: dict[str, dict[str, Any]] = {}
+    spent: dict[str, dict[str, Any]] = {item_id: {} for item_id in originals}
     pending = dict(originals)
     for attempt in range(1, max_reasks + 2):
         if not pending:
@@ -209,7 +218,9 @@ def judge(
         table = llm.generate(list(pending.values()), engine, cache_dir, sampling)
         retry: dict[str, llm.Request] = {}
         for item_id, row in zip(pending, table.iter_rows(named=True)):
-            base = {"item_id": item_id, "attempts": attempt, "judge_model": engine.config.model, "reply": row["text"]}
+            spend(spent[item_id], row)
+            base = {"item_id": item_id, "attempts": attempt, "judge_model": engine.config.model, "reply": row["text"],
+                    **spent[item_id]}
             if row["status"] == "error":
                 results[item_id] = {**base, "status": "error", "obtained": "error", "failure": row["error"]}
                 continue

@@ -284,14 +284,14 @@ def generate(
         found.update(rows)
         log.info("generated shard %d/%d (%d requests)", start // config.shard_size + 1,
                  math.ceil(len(order) / config.shard_size), len(shard))
-    table = _results(requests, fitted, keys, found, from_cache)
+    table = _results(requests, fitted, keys, found, from_cache, backend.token_basis)
     _log_summary(table)
     return table
 
 
 def _results(
     requests: Sequence[Request], fitted: Sequence[Fitted], keys: Sequence[str],
-    found: Mapping[str, Mapping[str, Any]], from_cache: set[str],
+    found: Mapping[str, Mapping[str, Any]], from_cache: set[str], token_basis: str,
 ) -> pl.DataFrame:
     rows, seen = [], set()
     for request, item, key in zip(requests, fitted, keys):
@@ -302,7 +302,7 @@ def _results(
         rows.append({
             **result, "request_id": request.request_id, "status": "error" if error else "ok", "error": error,
             "source": source, "constrained": item.prompt.constraint is not None, "evidence_in": len(request.evidence), "evidence_kept": item.kept,
-            "evidence_truncated": item.truncated,
+            "evidence_truncated": item.truncated, "token_basis": token_basis,
         })
     return frame(rows, GENERATIONS)
 

@@ -117,13 +117,10 @@ def serve(spec: Mapping[str, Any], model_cache: Path, where: str = "models.gener
         try:
             while not _answers(f"http://127.0.0.1:{port}/health"):
                 if server.poll() is not None or time.perf_counter() - started > start_timeout_s:
-                    output.seek(0)
-                    lines = [line for line in output.read().splitlines() if line.strip()] or ["(no output)"]
-                    errors = [line for line in lines if "Error" in line] or lines
                     state = f"exit {server.returncode}" if server.returncode is not None else \
                         f"no answer within {start_timeout_s:.0f} s"
                     raise InputError(f"{where}: vLLM's server for {backend.folder} did not start ({state}): "
-                                     f"{errors[-1].strip()[:400]}")
+                                     f"{last_error(output)}")
                 time.sleep(1)
             log.info("vLLM server for %s answers at 127.0.0.1:%d after %.1f s", backend.folder, port,
                      time.perf_counter() - started)
@@ -132,6 +129,35 @@ def serve(spec: Mapping[str, Any], model_cache: Path, where: str = "models.gener
                    "base_url": f"http://127.0.0.1:{port}/v1"}
         finally:
             stop(server)
+
+
+def run_batch(spec: Mapping[str, Any], model_cache: Path, input_path: Path, output_path: Path,
+              name: str = SERVED_NAME, where: str = "models.generator") -> None:
+    """Run vLLM's own batch runner (`vllm run-batch`) on the OpenAI Batch file `input_path`, writing its output file
+    to `output_path`, with the engine the server of `spec` would have (the offline backend's arguments, the model
+    served as `name`). InputError with its last error line when it fails."""
+    config = engine_config({key: value for key, value in spec.items() if key != "serve"}, where)
+    backend, _ = vllm_backend.load(config, model_cache, where)
+    command = [backend.python, str(vllm_backend.VLLM_WORKER), "--run-batch", "-i", str(input_path),
+               "-o", str(output_path), *engine_flags(backend.llm_kwargs), "--served-model-name", name,
+               "--max-logprobs", str(max(ALTERNATIVES, config.top_logprobs))]
+    with tempfile.TemporaryFile(mode="w+") as output:
+        runner = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=backend.environment,
+                                  start_new_session=True)
+        try:
+            runner.wait()
+        finally:
+            stop(runner)
+        if runner.returncode != 0:
+            raise InputError(f"{where}: vLLM's batch runner failed (exit {runner.returncode}): {last_error(output)}")
+
+
+def last_error(output: Any) -> str:
+    """The last line of a process's output file that names an Error (else its last line)."""
+    output.seek(0)
+    lines = [line for line in output.read().splitlines() if line.strip()] or ["(no output)"]
+    errors = [line for line in lines if "Error" in line] or lines
+    return errors[-1].strip()[:400]
 
 
 def stop(server: subprocess.Popen) -> None:

@@ -78,8 +78,18 @@ class EngineConfig:
     chars_per_token: float = 4.0
     tokenizer: str | None = None
     serve: bool = False
+    batch: bool = False
+    batch_poll_s: float = 30.0
     structured_outputs: bool = True
     vllm: Mapping[str, Any] = field(default_factory=dict)
+
+
+COST_KEYS = ("prices",)  # an LLM block's keys that price its calls (cost/ledger.py) and never reach the engine
+
+
+def engine_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """An LLM block as its jobs read it: without `COST_KEYS`, so that a new price reruns no LLM job."""
+    return {key: value for key, value in spec.items() if key not in COST_KEYS}
 
 
 def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> EngineConfig:
@@ -88,6 +98,7 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
     problems = schema_problems(spec, "#/$defs/llm", where)
     if problems:
         raise InputError("\n".join(problems))
+    spec = engine_spec(spec)
     config = EngineConfig(**{**spec, "sampling": sampling_from(spec.get("sampling") or {}, where=f"{where}.sampling")})
     problems = []
     if config.dtype != "float32" and config.backend != "transformers":
@@ -100,6 +111,9 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
     if config.serve and config.backend != "vllm":
         problems.append(f"{where}.serve applies to the vllm backend (one vLLM server for the run's jobs); the "
                         f"{config.backend} backend {'is a server already' if config.backend == 'openai' else 'has none'}")
+    if (config.batch or "batch_poll_s" in spec) and config.backend != "openai":
+        problems.append(f"{where}.batch applies to the openai backend (a server's Batch API); the {config.backend} "
+                        f"backend batches its requests itself")
     if config.tokenizer and config.backend != "openai":
         problems.append(f"{where}.tokenizer applies to the openai backend; the {config.backend} backend uses "
                         f"{where}.model's own tokenizer")

@@ -77,7 +77,7 @@ TABLES = {
         "Retrieval metrics", "Mean of each measure per arm and split (ir-measures; `n` queries)."),
     "cost/stages.csv": Table(
         "Measured cost per stage", "Ledger totals per stage (basis: item = measured per item, job_even = the job's "
-        "benchmark seconds split evenly over its items).", ()),
+        "benchmark seconds split evenly over its items; money at the LLM blocks' `prices`).", ()),
     "answers/summary.csv": Table(
         "Answers: judged quality per policy", "Judged answers per policy and the judges' mean scores; "
         "`distinct_*` counts the different scores the judge gave (1 = it gave every answer the same).",
@@ -106,14 +106,14 @@ TABLES = {
     "audit.parquet": Table(
         "Routing: calibration audit", "Share of router × split combinations whose held-out usage exceeds ρ.", ()),
     "policy_costs.csv": Table(
-        "Cost: each router's frozen policy", "Mean measured seconds and token-equivalents per held-out query by "
-        "component.", ()),
+        "Cost: each router's frozen policy", "Mean measured seconds, token-equivalents and money (at the LLM "
+        "blocks' `prices`; empty when not priced) per held-out query by component.", ()),
     "reuse.csv": Table(
         "Cost: reuse vs recompute", "Triggering the alternative arm, reusing the base arm's rankings and rerank "
         "scores or recomputing them.", ()),
     "cost_frontiers.parquet": Table(
-        "Cost: frontier points with measured cost", "Per router, frontier and budget: usage, accuracy, seconds and "
-        "token-equivalents per held-out query.", ()),
+        "Cost: frontier points with measured cost", "Per router, frontier and budget: usage, accuracy, seconds, "
+        "token-equivalents and money per held-out query.", ()),
     "study_c/tables/paired.csv": Table(
         "Study C: judged overall vs classic", "Mean paired difference of the unconditional overall score (1–5), CI "
         "from a bootstrap over papers.", ()),

@@ -6,7 +6,8 @@ Out (results/<dataset>/cost/<pair>/, written by routing/jobs/route_costs.py):
 - policy_costs  per router on held-out: pre-decision cost of its trigger family (query-only: the feature job;
   uncertainty: the no-retrieval answer; retrieval-score: the BM25 probe; base_arm: the base arm's retrieval), the
   base answer when it does not fire, and when it fires the alternative's retrieval and its generation with evidence
-  — mean seconds and token-equivalents per query;
+  — mean seconds, token-equivalents and money per query (money: the priced LLM blocks' `prices`, null when a
+  component's model has none);
 - cost_frontiers  every frontier point (exact / deployable / conservative, per budget) with the mean cost of the
   same triggers, so frontiers can be drawn against cost as well as usage;
 - reuse  (arm pairs only) the per-query cost of triggering the alternative arm when it reuses the base arm's
@@ -21,7 +22,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.cost.pricing import Costs, PairPlan
+from workflow_scripts.cost.pricing import MEASURES, Costs, PairPlan
 from workflow_scripts.routing.frontiers import frontier_table
 from workflow_scripts.routing.routers import read_artifact
 
@@ -55,13 +56,19 @@ def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: 
             "trigger_generation": (costs.total(plan.trigger_generation()), fired),
         }
         for component, (cost, weight) in parts.items():
-            seconds, tokens = cost["seconds"].to_numpy(), cost["token_equivalents"].to_numpy()
-            if weight is not None:
-                seconds, tokens = seconds * weight, tokens * weight
             rows.append({"router": router, "families": "+".join(sorted(fams)), "component": component,
-                         "usage": float(fired.mean()), "accuracy": float(adaptive), "seconds": float(seconds.mean()),
-                         "token_equivalents": float(tokens.mean())})
-    return pl.DataFrame(rows)
+                         "usage": float(fired.mean()), "accuracy": float(adaptive),
+                         **{measure: mean_cost(cost[measure], weight) for measure in MEASURES}, "currency": costs.currency})
+    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in MEASURES}, "currency": pl.String})
+
+
+def mean_cost(values: pl.Series, weight: Any = None) -> float | None:
+    """The mean per query of a cost column, each query's cost × its `weight` (e.g. whether it fired); None when a
+    query's cost is unknown (money of an unpriced model)."""
+    if values.null_count():
+        return None
+    values = values.to_numpy() if weight is None else values.to_numpy() * weight
+    return float(values.mean())
 
 
 def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers: pl.DataFrame,
@@ -76,18 +83,22 @@ def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers
         heldout = scored.filter(pl.col("split") == "heldout").select("qid", "score")
         calibration = scored.filter(pl.col("split") == "calibration").select("score")
         measured = {}
-        for column in ("seconds", "token_equivalents"):
+        for column in MEASURES:
             held = heldout.join(off.select("qid", pl.col(column).alias("metric_off")), on="qid").join(
                 on.select("qid", pl.col(column).alias("metric_on")), on="qid")
-            table = frontier_table(calibration, held, budgets["grid"], budgets["delta"])
-            measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"), pl.col("accuracy").alias(column))
+            known = held.filter(pl.col("metric_off").is_not_null() & pl.col("metric_on").is_not_null()).height == held.height
+            table = frontier_table(calibration, held.fill_null(0.0), budgets["grid"], budgets["delta"])
+            # money of an unpriced model is unknown: the points stay, their money is null
+            value = pl.col("accuracy") if known else pl.lit(None, dtype=pl.Float64)
+            measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"), value.alias(column))
         points = frontiers.filter(pl.col("router") == router).select("router", "frontier", "budget", "usage", "accuracy")
-        joined = points.join(measured["seconds"], on=["frontier", "budget"]).join(
-            measured["token_equivalents"].drop("recomputed"), on=["frontier", "budget"])
+        joined = points.join(measured["seconds"], on=["frontier", "budget"])
+        for column in MEASURES[1:]:
+            joined = joined.join(measured[column].drop("recomputed"), on=["frontier", "budget"])
         if joined.height != points.height or (joined["usage"] - joined["recomputed"]).abs().max() > 1e-9:
             raise InputError(f"route costs: router '{router}': frontiers.parquet does not match the triggers recomputed "
                              f"from routed.parquet with budgets {list(budgets['grid'])}; rerun route_frontiers")
-        tables.append(joined.drop("recomputed"))
+        tables.append(joined.drop("recomputed").with_columns(pl.lit(costs.currency, dtype=pl.String).alias("currency")))
     return pl.concat(tables)
 
 
@@ -98,7 +109,7 @@ def reuse_costs(plan: PairPlan, costs: Costs) -> pl.DataFrame:
         for unit in plan.trigger_retrieval(frozenset({"base_arm"}), reuse):
             cost = costs.unit(unit)
             stage, component = ("rerank", unit[2]) if unit[0] == "pairs" else (unit[1], unit[2])
-            rows.append({"mode": mode, "stage": stage, "component": component, "seconds": cost["seconds"].mean(),
-                         "token_equivalents": cost["token_equivalents"].mean(),
+            rows.append({"mode": mode, "stage": stage, "component": component,
+                         **{measure: mean_cost(cost[measure]) for measure in MEASURES}, "currency": costs.currency,
                          "rerank_pairs": cost["rerank_pairs"].fill_null(0).mean()})
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in MEASURES}, "currency": pl.String})

@@ -165,7 +165,12 @@ def cost_per_trigger(settings: Mapping[str, Any], spec: Any, dev_qids: pl.Series
         return float(settings["cost_per_trigger"]), "abstract"
     plan, costs = measured_costs(pair_name, measured, ledger, dev_qids)
     families = frozenset(FEATURE_FAMILY[feature] for feature in spec.features)
-    mean = float(trigger_cost(plan, costs, families)[measured_cost["unit"]].mean())
+    extra = trigger_cost(plan, costs, families)[measured_cost["unit"]]
+    if extra.null_count():
+        raise InputError(f"routing.measured_cost.unit = money: pair '{pair_name}' triggers LLM calls of a model without "
+                         f"prices; set prices (input_per_mtok, output_per_mtok, currency) on models.generator and "
+                         f"models.judge, or measure seconds or token_equivalents")
+    mean = float(extra.mean())
     return measured_cost["per_unit"] * mean, f"measured: {mean:.6g} {measured_cost['unit']} per trigger on dev"
 
 

@@ -24,13 +24,14 @@ Out (results/<dataset>/study_c/):
   gold.csv       overall score on gold-hit vs gold-miss queries (hit = gold paper in the top-k shown): conditional
                  and unconditional means and the unconditional hit − miss difference;
   gap.csv        problem − method difference of the conditional and unconditional overall means;
-  cost.csv       per query: LLM calls, prompt and completion tokens, measured LLM, retrieval and total seconds;
+  cost.csv       per query: LLM calls, prompt and completion tokens, measured LLM, retrieval and total seconds, money
+                 (when models.generator has prices);
                  share of queries that searched; fallbacks by cause.
 A cell with no queries is left empty (null), never 0.
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.shards import own_rows, shard_of
+from workflow_scripts.cost.ledger import money_of
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
@@ -218,12 +220,16 @@ def gap(quality_table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
                                                 "overall_uncond_problem_minus_method": pl.Float64})
 
 
-def cost(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
+def cost(table: pl.DataFrame, strategies: Sequence[str], prices: Mapping[str, Any] | None = None) -> pl.DataFrame:
+    """Per strategy and query type: the mean LLM calls, tokens and seconds per query and, when the generator has
+    `prices`, the money its tokens cost (cost/ledger.py money_of)."""
     rows = []
     for strategy, kind, rows_ in cells(table, strategies):
         row = {"strategy": strategy, "query_type": kind, "queries": rows_.height,
                **{f"{name}_per_query": _mean(rows_[name]) for name in COST_COLUMNS},
                "seconds_per_query": _mean(rows_["llm_seconds"] + rows_["retrieval_seconds"]),
+               "money_per_query": _mean(rows_.select(money_of(prices)).to_series()) if prices else None,
+               "currency": prices["currency"] if prices else None,
                "searched_share": _mean(rows_["searched"])}
         causes = rows_["fallback"].drop_nulls().value_counts().sort("fallback").rows()
         row["fallbacks"] = "; ".join(f"{cause}: {count}" for cause, count in causes)
@@ -250,7 +256,7 @@ TITLES = {
                         "papers; p: permutation test over papers)",
     "gold": "Overall score on gold-hit vs gold-miss queries",
     "gap": "Problem − method gap of the overall score",
-    "cost": "Cost per query (LLM calls, tokens, measured seconds) and fallbacks",
+    "cost": "Cost per query (LLM calls, tokens, measured seconds, money at models.generator.prices) and fallbacks",
 }
 
 
@@ -269,7 +275,8 @@ def tables_rule(smk: Any) -> None:
         "paired": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"]),
         "paired_retrieval": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"],
                                    measure=f"hit_at_{HIT_CUTOFF}"),
-        "gold": gold(table, strategies), "gap": gap(quality_table, strategies), "cost": cost(table, strategies),
+        "gold": gold(table, strategies), "gap": gap(quality_table, strategies),
+        "cost": cost(table, strategies, smk.params.prices),
     }
     for name, result in results.items():
         write_text_atomic(result.write_csv(float_precision=4), smk.output[name])

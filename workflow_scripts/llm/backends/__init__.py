@@ -96,6 +96,7 @@ class Backend(Protocol):
     fingerprint: str
     device: str
     uncertainty_basis: str | None
+    token_basis: str  # how prompts are counted and cut: "tokenizer" (the model's own) | "estimate" (characters)
 
     def render(self, messages: list[dict[str, str]]) -> str: ...
 
@@ -111,6 +112,7 @@ class ChatTemplateBackend:
     `ChatTokenizer` (`self.chat`), so the transformers and vllm backends see identical prompts."""
 
     chat: ChatTokenizer
+    token_basis = "tokenizer"
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.chat.render(messages)

@@ -2,7 +2,8 @@
 through the official `openai` client.
 
 In:  an engine config (`settings.EngineConfig`: model, base_url, api_key_env, tokenizer, top_logprobs, timeout_s,
-     max_retries, concurrency, chars_per_token, structured_outputs); then batches of `Prompt`s with their `Sampling`.
+     max_retries, concurrency, chars_per_token, structured_outputs, batch, batch_poll_s); then batches of `Prompt`s
+     with their `Sampling`.
 Out: one `Outcome` per prompt: text, finish_reason, token counts from the server's `usage`, top-k uncertainty,
      latency; or the error that stopped it.
 
@@ -32,6 +33,9 @@ run carries on. The API key is read from the environment variable named by `api_
 client. Uncertainty is over the top-k log probabilities the server returns ("top_<k>"; a constrained request asks
 for at least ALTERNATIVES, as the vllm backend does, unless `top_logprobs` is 0), null when it returns none; a log probability of -9999 or less
 is how vLLM's server writes a token the grammar masked (-inf), so a step listing one listed every allowed token.
+
+With `batch: true` each shard of requests goes through the OpenAI Batch API instead (`openai_batch.py`): the same
+bodies, and the replies read by the same parser.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import pydantic
 from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, Prompt, TokenStep, constrained_sampling, topk_uncertainty
+from workflow_scripts.llm.backends import openai_batch
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.llm.settings import EngineConfig, Sampling
 
@@ -86,10 +91,11 @@ class OpenAIBackend:
     record_steps = True  # a constrained reply's steps (judging/scores.py), as on the vllm backend
 
     def __init__(self, config: EngineConfig, where: str = "models.generator", model_cache: Path | None = None):
-        self.config, self.where = config, where
+        self.config, self.where, self.model_cache = config, where, model_cache
         self.base_url = config.base_url.rstrip("/")
         self.device = config.base_url
         self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
+        self.token_basis = "tokenizer" if config.tokenizer else "estimate"
         self.tokenizer_folder, fingerprint = None, ""
         if config.tokenizer:
             if model_cache is None:
@@ -197,7 +203,40 @@ class OpenAIBackend:
         return body
 
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        if self.config.batch:
+            return self._complete_batch(batch, sampling)
         return asyncio.run(self._complete(batch, sampling))
+
+    def _complete_batch(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
+        """The prompts as one OpenAI batch (`openai_batch.py`): the online requests' bodies, read as online replies."""
+        if self.model_cache is None:
+            raise ValueError("a batch needs the model cache (it records pending batches there)")
+        client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key(), timeout=self.config.timeout_s,
+                               max_retries=self.config.max_retries)
+        try:
+            return openai_batch.run(client, [self.body(prompt, sampling) for prompt in batch],
+                                    openai_batch.ENDPOINTS[self.prompt_mode], self.model_cache,
+                                    self.config.batch_poll_s, lambda index, payload: self._read(batch[index], payload),
+                                    self.where)
+        except openai.APIConnectionError as error:
+            raise InputError(f"{self.where}.base_url: the batch endpoints at {self.config.base_url} did not answer "
+                             f"({type(error).__name__}); the pending batch, if any, is resumed by the next run") from None
+        except openai.APIStatusError as error:
+            raise InputError(f"{self.where}.batch: the server at {self.config.base_url} refused a files / batches call "
+                             f"(HTTP {error.status_code}: {_message(error)[:200]}); set {self.where}.batch: false for a "
+                             f"server without the Batch API") from None
+        finally:
+            client.close()
+
+    def _read(self, prompt: Prompt, payload: Mapping[str, Any]) -> Outcome:
+        """The Outcome of a reply body to `prompt` (online or from a batch's output file)."""
+        if self.prompt_mode == "completions":
+            outcome = parse_completion(payload, self._decode if prompt.constraint is not None else None)
+        else:
+            outcome = parse_chat_completion(payload, constrained=prompt.constraint is not None)
+        if outcome.steps is not None:  # a constrained reply's uncertainty is over the top k it asked for
+            outcome = outcome._replace(uncertainty_basis=f"top_{self.top_logprobs(prompt)}")
+        return outcome
 
     async def _complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
         gate = asyncio.Semaphore(self.config.concurrency)
@@ -207,7 +246,12 @@ class OpenAIBackend:
                 async with gate:
                     return await self._call(client, prompt, sampling)
 
-            return list(await asyncio.gather(*(one(prompt) for prompt in batch)))
+            try:  # a request that stops the job (InputError) cancels its siblings in flight
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(one(prompt)) for prompt in batch]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None
+            return [task.result() for task in tasks]
 
     async def _call(self, client: openai.AsyncOpenAI, prompt: Prompt, sampling: Sampling) -> Outcome:
         started = time.perf_counter()
@@ -240,15 +284,9 @@ class OpenAIBackend:
         try:
             if not isinstance(response, pydantic.BaseModel):  # a body the client could not parse comes back as text
                 raise TypeError(f"not a JSON completion: {str(response)[:200]!r}")
-            payload = response.model_dump()
-            if self.prompt_mode == "completions":
-                outcome = parse_completion(payload, self._decode if prompt.constraint is not None else None)
-            else:
-                outcome = parse_chat_completion(payload, constrained=prompt.constraint is not None)
+            outcome = self._read(prompt, response.model_dump())
         except (ValueError, KeyError, IndexError, TypeError) as error:
             outcome = Outcome(error=f"unreadable response from {url}: {error}")
-        if outcome.steps is not None:  # a constrained reply's uncertainty is over the top k it asked for
-            outcome = outcome._replace(uncertainty_basis=f"top_{self.top_logprobs(prompt)}")
         return outcome._replace(latency_s=time.perf_counter() - started)
 
     def _decode(self, token: str) -> str:

@@ -58,6 +58,7 @@ from workflow_scripts.llm.backends import (
 )
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.llm.constraints import Constraint
+from workflow_scripts.llm.backends.vllm_worker import PARENT_PID
 from workflow_scripts.llm.settings import EngineConfig, Sampling
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,8 @@ class VllmBackend(ChatTemplateBackend):
         self.uncertainty_basis = f"top_{config.top_logprobs}" if config.top_logprobs else None
         self.llm_kwargs = {"model": str(folder), "seed": config.sampling.seed, **engine_options(config)}
         self.fingerprint = engine_fingerprint(config, fingerprint)
-        self.environment = dict(os.environ)
+        # the worker's watchdog compares its parent with this pid: a parent gone before it looks is seen too
+        self.environment = {**os.environ, PARENT_PID: str(os.getpid())}
         if config.device == "cpu":
             space = config.vllm.get("kv_cache_gib", VLLM_CPU_KV_CACHE_GIB)
             if space > _available_gib():

@@ -36,14 +36,16 @@ import time
 import traceback
 
 PARENT_POLL_SECONDS = 0.5
+PARENT_PID = "RAGFRONTIER_WORKER_PARENT"  # the environment variable with the pid of the process that started it
 
 
 def die_with_parent() -> None:
     """Kill this process group (this worker and vLLM's engine processes) once the process that started the worker
-    is gone (this worker re-parented). Only a group leader does so: otherwise the group is the job's own."""
+    is gone (this worker re-parented). Only a group leader does so: otherwise the group is the job's own. The
+    starter's pid comes from the environment (`PARENT_PID`), so a starter that dies before the watch begins is seen."""
     if os.getpgid(0) != os.getpid():
         return
-    parent = os.getppid()
+    parent = int(os.environ.get(PARENT_PID) or os.getppid())  # a worker started by hand has no variable
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -94,6 +96,16 @@ def serve() -> None:
     runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)
 
 
+def run_batch() -> None:
+    """`vllm_worker.py --run-batch <run_batch arguments>`: vLLM's batch runner on an OpenAI Batch file
+    (llm/server.py run_batch), under the same watchdog."""
+    die_with_parent()
+    import runpy
+
+    sys.argv = ["vllm.entrypoints.openai.run_batch", *sys.argv[2:]]
+    runpy.run_module("vllm.entrypoints.openai.run_batch", run_name="__main__", alter_sys=True)
+
+
 def main() -> None:
     die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
@@ -109,4 +121,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    serve() if sys.argv[1:2] == ["--serve"] else main()
+    {"--serve": serve, "--run-batch": run_batch}.get(sys.argv[1] if sys.argv[1:] else "", main)()
