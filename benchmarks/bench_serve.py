@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("Snakefile", "rules", "envs", "config.yaml", "data", "profiles", "report", "experiments")
 MODES = {"per_run": "experiments/overlays/vllm_served.yaml", "per_job": "experiments/overlays/vllm_cpu.yaml"}
@@ -42,15 +44,28 @@ def workdir(folder: Path, config: Path) -> Path:
         (shutil.copytree if source.is_dir() else shutil.copy)(source, work / name)
     shutil.copy(config, work / "config.yaml")
     (work / "workflow_scripts").symlink_to(ROOT / "workflow_scripts")
+    shared = folder / "shared"  # the study configs name their data ../shared/data, relative to the working directory
+    if (ROOT.parent / "shared").is_dir() and not shared.exists():
+        shared.symlink_to(ROOT.parent / "shared")
     (work / "results" / "cache").mkdir(parents=True)
     (work / "results" / "cache" / "models").symlink_to(ROOT / "results" / "cache" / "models")
     return work
 
 
+def own_overlay(work: Path, overlay: str) -> str:
+    """The overlay restricted to the LLM roles the config names (a config without a judge, such as Study B's, would
+    otherwise get a judge block without a model); written into the working copy."""
+    roles = yaml.safe_load((work / "config.yaml").read_text()).get("models", {})
+    settings = yaml.safe_load((ROOT / overlay).read_text())
+    settings["models"] = {role: block for role, block in settings["models"].items() if role in roles}
+    (work / "overlay.yaml").write_text(yaml.safe_dump(settings))
+    return "overlay.yaml"
+
+
 def run(work: Path, overlay: str) -> dict:
     started = time.perf_counter()
     process = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "config.yaml", overlay],
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "config.yaml", own_overlay(work, overlay)],
         cwd=work, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     wall = time.perf_counter() - started
