@@ -10,18 +10,18 @@ Out: a table on stdout and <work>/bench_memory_<stages>.json: per code version, 
 Corpus (seeded, synthetic: memory depends on sizes, not on meaning): unit i has id `u<i>`, its own group, a title
 of 3 and a text of 40 words drawn from a 20,000-word vocabulary (numpy default_rng(SEED)); questions are 12-word
 strings. Unit vectors: 384 floats per unit from default_rng([SEED, i // 4096]) (row i mod 4096), normalized; an
-encoder stand-in hands them to `dense.embed_units` in the order it asks (so the measured job is the rule's own code
+encoder stand-in hands them to the `embed_units` job in the order it asks (so the measured job is the rule's own code
 around the model, and the model's constant memory is left out).
 
 Stages (each its own child process, calling the rule's function through `core.runtime.run_job` like Snakemake's
 script directive, on Parquet files written by an untimed preparation child):
-- embed_units:         `dense.embed_units`, unsharded, empty embedding cache;
+- embed_units:         the `embed_units` job, unsharded, empty embedding cache;
 - embed_units_gather:  the gather of unit and question vectors from 4 shards (the shard files are the unsharded
                        table's rows split by `shards.bucket`, in table order, as the shard jobs write them);
-- index_dense_flat:    `dense.index_dense`, kind flat (index = N × 384 × 4 bytes);
-- retrieve_dense_flat: `dense.retrieve_dense`, global scope, depth 100, --queries questions;
-- index_bm25:          `bm25.index_rule` (Lucene through Pyserini, --threads; index = the Lucene folder's bytes);
-- retrieve_bm25:       `bm25.search_rule`, global scope, depth 1000 (k = 1000 as the scale benchmark), --queries
+- index_dense_flat:    the `index_dense` job, kind flat (index = N × 384 × 4 bytes);
+- retrieve_dense_flat: the `retrieve_dense` job, global scope, depth 100, --queries questions;
+- index_bm25:          the `index_bm25` job (Lucene through Pyserini, --threads; index = the Lucene folder's bytes);
+- retrieve_bm25:       the `retrieve_bm25` job, global scope, depth 1000 (k = 1000 as the scale benchmark), --queries
                        questions (the index is read through memory-mapped files, counted in RSS as they are touched).
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench_scale import DIM, PROJECT, SEED, Named, label, parse_size, peak_rss_mib  # (one definition of each)
+from bench_scale import DIM, PROJECT, SEED, Named, label, parse_size, peak_rss_mib, rule_main  # (one definition of each)
 
 BLOCK = 4096
 VOCABULARY = 20_000
@@ -154,10 +154,12 @@ def run_stage(stage: str, work: Path, size: int, threads: int) -> dict[str, Any]
         from workflow_scripts.retrieval import dense
 
         encoder = Encoder(f"bench-memory-{SEED}")
-        dense._embedder = lambda smk: encoder
-        run_job(dense.main, job("embed_units", threads, {"units": files["units"], "questions": files["questions"]},
-                                {"vectors": out / "unit_vectors.parquet", "questions": out / "question_vectors.parquet"},
-                                {"embedder": {"batch_size": 64}, "title": "prepend", "cache": out / "cache"}))
+        dense.models.sentence_transformer = lambda *args, **kwargs: encoder  # the rule's own code around it
+        run_job(rule_main(dense, "embed_units"),
+                job("embed_units", threads, {"units": files["units"], "questions": files["questions"]},
+                    {"vectors": out / "unit_vectors.parquet", "questions": out / "question_vectors.parquet"},
+                    {"embedder": {"model": "stand-in", "device": "cpu", "batch_size": 64}, "title": "prepend",
+                     "cache": out / "cache"}))
     elif stage == "embed_units_gather":
         from workflow_scripts.core import shards
 
@@ -174,13 +176,13 @@ def run_stage(stage: str, work: Path, size: int, threads: int) -> dict[str, Any]
         from workflow_scripts.retrieval import dense
 
         spec = {"kind": "flat", "nlist": None, "nprobe": None, "hnsw_m": None, "ef_search": None}
-        run_job(dense.main, job("index_dense", threads, {"vectors": files["unit_vectors"]},
+        run_job(rule_main(dense, "index_dense"), job("index_dense", threads, {"vectors": files["unit_vectors"]},
                                 {"index": files["index"]}, {"index": spec}))
         result["index_mib"] = files["index"].stat().st_size / 2**20
     elif stage == "retrieve_dense_flat":
         from workflow_scripts.retrieval import dense
 
-        run_job(dense.main, job("retrieve_dense", threads,
+        run_job(rule_main(dense, "retrieve_dense"), job("retrieve_dense", threads,
                                 {"questions": files["questions"], "question_vectors": files["question_vectors"],
                                  "vectors": files["unit_vectors"], "index": files["index"]},
                                 {"ranking": out / "ranking.parquet"}, {"depth": 100}, {"scope": "global"}))
@@ -191,10 +193,10 @@ def run_stage(stage: str, work: Path, size: int, threads: int) -> dict[str, Any]
         index = files["units"].parent / "bm25"
         if stage == "index_bm25":
             shutil.rmtree(index, ignore_errors=True)
-            run_job(bm25.main, job("index_bm25", threads, {"units": files["units"]}, {"index": index},
+            run_job(rule_main(bm25, "index_bm25"), job("index_bm25", threads, {"units": files["units"]}, {"index": index},
                                    {"title": "prepend"}))
         else:
-            run_job(bm25.main, job("retrieve_bm25", threads, {"index": index, "questions": files["questions"]},
+            run_job(rule_main(bm25, "retrieve_bm25"), job("retrieve_bm25", threads, {"index": index, "questions": files["questions"]},
                                    {"ranking": out / "ranking.parquet"},
                                    {"bm25": {"k1": 0.9, "b": 0.4, "remove_query": False}, "depth": 1000},
                                    {"scope": "global"}))

@@ -46,20 +46,21 @@ in the environment as Snakemake sets them. "seconds" = that function's wall time
 excluded); "CPU" = its CPU seconds (time.process_time: user + system over all the process's threads, the JVM's and
 OpenMP's included), fitted too, as a check that load from other processes on a shared machine moves far less than
 wall time; "core" = the stage's central library call (in brackets below):
-- ingest:        `ingest.stage.main` (beir adapter → units/questions/qrels parquet + report) [build];
-- splits:        `ingest.splits.main` (needed by evaluation);
-- bm25_index:    `bm25.index_rule`, --threads [bm25.build_index];
-- bm25_search:   `bm25.search_rule`, global scope, all queries, depth k = 1000 [bm25.search];
-- embed:         `dense.embed_units` at full N with the encoder replaced by a lookup of the prepared vectors (so its
+(each rule's job module `<stage>/jobs/<rule>.py`, or in an older tree the stage module's `main`: `rule_main`)
+- ingest:        the `ingest` job (beir adapter → units/questions/qrels parquet + report) [build];
+- splits:        the `splits` job (needed by evaluation);
+- bm25_index:    the `index_bm25` job, --threads [bm25.build_index];
+- bm25_search:   the `retrieve_bm25` job, global scope, all queries, depth k = 1000 [bm25.search];
+- embed:         the `embed_units` job at full N with the encoder replaced by a lookup of the prepared vectors (so its
                  hashing, cache shards, stacking and Parquet writing are measured at N), plus the real model on a
                  seeded slice of --slice units (`dense.embed_texts`, empty cache, model loaded and warmed first);
                  reported seconds = embed_units at N without the lookup's own time + slice seconds × N / slice:
                  EXTRAPOLATED (marked "*"); peak RSS is the process's (model loaded + full-N bookkeeping);
-- faiss_build_<flat|ivf|hnsw>:  `dense.index_dense` with the config schema's defaults (ivf nlist 1024, nprobe 16;
+- faiss_build_<flat|ivf|hnsw>:  the `index_dense` job with the config schema's defaults (ivf nlist 1024, nprobe 16;
                  hnsw M 32, efSearch 128, efConstruction 80 in dense.build_index) [dense.build_index];
-- faiss_search_<kind>: `dense.retrieve_dense`, global scope, depth 1000 [dense.search; "faiss" = index.search];
-- arms:          `arms.main` for three arms: bm25, dense (flat) and hybrid (RRF k 60), candidates = keep = 1000;
-- evaluate:      `evaluate.evaluate_arm` (ir-measures nDCG@10, R@100, R@1000) for the three arms.
+- faiss_search_<kind>: the `retrieve_dense` job, global scope, depth 1000 [dense.search; "faiss" = index.search];
+- arms:          the `run_arm` job for three arms: bm25, dense (flat) and hybrid (RRF k 60), candidates = keep = 1000;
+- evaluate:      the `evaluate_arm` job (ir-measures nDCG@10, R@100, R@1000) for the three arms.
 IVF and HNSW recall is measured against the flat ranking of the same run (recall@10 and recall@1000 of the top-k
 unit sets). The exponent is the least-squares slope of log(seconds) on log(units) over the sizes run.
 Targets: exponent <= 1.1 for every stage but flat search; peak RSS <= 8 GiB at 1M.
@@ -464,6 +465,19 @@ def job(rule: str, threads: int, input: dict | None = None, output: dict | None 
     )
 
 
+def rule_main(module: Any, rule: str) -> Callable[[Any], None]:
+    """The job of `rule`: its thin module workflow_scripts/<stage>/jobs/<rule>.py (imported here, so after any Timer
+    wrapped the library function it imports by name), or, in a tree from before the rules had job modules
+    (`--code <commit>`), the stage module's `main`, which chose the rule's function by `smk.rule`."""
+    import importlib
+
+    package = module.__name__.rsplit(".", 1)[0]
+    try:
+        return importlib.import_module(f"{package}.jobs.{rule}").main
+    except ModuleNotFoundError:
+        return module.main
+
+
 class Timer:
     """Wraps module.name so that every call adds its wall seconds; `seconds` is None while it was never called."""
 
@@ -561,7 +575,7 @@ def stage_ingest(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     smk = job("ingest", args.threads, params={"spec": {k: str(v) for k, v in spec.items()}},
               output={"units": paths.units, "questions": paths.questions, "qrels": paths.qrels,
                       "report": paths.run / "ingest_report.json"})
-    seconds = run_rule(ingest.main, smk)
+    seconds = run_rule(rule_main(ingest, "ingest"), smk)
     report = json.loads((paths.run / "ingest_report.json").read_text())
     return {"seconds": seconds, "core": core.seconds, "units": report["units"], "questions": report["questions"],
             "corpus_mib": (paths.corpus / "corpus.jsonl").stat().st_size / 2**20}
@@ -573,7 +587,7 @@ def stage_splits(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     defaults = config_defaults()["splits"]
     smk = job("splits", 1, input={"questions": paths.questions}, output={"splits": paths.splits},
               params={"fractions": defaults["fractions"], "seed": defaults["seed"]})
-    return {"seconds": run_rule(splits.main, smk)}
+    return {"seconds": run_rule(rule_main(splits, "splits"), smk)}
 
 
 def stage_bm25_index(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
@@ -582,7 +596,7 @@ def stage_bm25_index(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     core = Timer(bm25, "build_index")
     smk = job("index_bm25", args.threads, input={"units": paths.units}, output={"index": paths.bm25_index},
               params={"title": config_defaults()["retrieval"]["title"]})
-    seconds = run_rule(bm25.main, smk)
+    seconds = run_rule(rule_main(bm25, "index_bm25"), smk)
     size = sum(f.stat().st_size for f in paths.bm25_index.iterdir())
     return {"seconds": seconds, "core": core.seconds, "java_heap_mib": java_heap_mib(), "index_mib": size / 2**20}
 
@@ -601,7 +615,7 @@ def stage_bm25_search(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     smk = job("retrieve_bm25", args.threads, input={"index": paths.bm25_index, "questions": paths.questions},
               output={"ranking": paths.bm25_ranking}, wildcards={"scope": "global"},
               params={"bm25": config_defaults()["retrieval"]["bm25"], "depth": K})
-    seconds = run_rule(bm25.main, smk)
+    seconds = run_rule(rule_main(bm25, "retrieve_bm25"), smk)
     return {"seconds": seconds, "core": core.seconds, "java_heap_mib": java_heap_mib()}
 
 
@@ -638,13 +652,17 @@ def stage_embed(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     del texts, encoded
 
     stub = PreparedEncoder(prepared, count, "bench-scale-prepared-" + json.dumps(corpus_params(count, 0)))
-    dense._embedder = lambda smk: stub  # the rest of embed_units runs unchanged, at full N
+    load_model = dense.models.sentence_transformer
+    dense.models.sentence_transformer = lambda *args, **kwargs: stub  # the rest of embed_units runs unchanged, at full N
     cache = paths.run / "dense" / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     smk = job("embed_units", args.threads, input={"units": paths.units, "questions": paths.questions},
               output={"vectors": paths.vectors, "questions": paths.question_vectors},
               params={"embedder": embedder, "title": "prepend", "cache": cache})
-    bookkeeping = run_rule(dense.embed_units, smk) - stub.seconds
+    try:
+        bookkeeping = run_rule(rule_main(dense, "embed_units"), smk) - stub.seconds
+    finally:
+        dense.models.sentence_transformer = load_model
     bookkeeping_cpu = CPU_SECONDS[0] - stub.cpu
     shutil.rmtree(cache, ignore_errors=True)
     questions = len(prepared.queries)
@@ -688,7 +706,7 @@ def stage_faiss_build(args: argparse.Namespace, paths: Paths, kind: str) -> dict
     core = Timer(dense, "build_index")
     smk = job("index_dense", args.threads, input={"vectors": paths.vectors}, output={"index": paths.faiss(kind)},
               params={"index": faiss_params(kind)})
-    seconds = run_rule(dense.index_dense, smk)
+    seconds = run_rule(rule_main(dense, "index_dense"), smk)
     return {"seconds": seconds, "core": core.seconds, "index_mib": paths.faiss(kind).stat().st_size / 2**20,
             "params": faiss_params(kind)}
 
@@ -723,7 +741,7 @@ def stage_faiss_search(args: argparse.Namespace, paths: Paths, kind: str) -> dic
               input={"questions": paths.questions, "vectors": paths.vectors,
                      "question_vectors": paths.question_vectors, "index": paths.faiss(kind)},
               output={"ranking": paths.dense_ranking(kind)}, params={"depth": K}, wildcards={"scope": "global"})
-    seconds = run_rule(dense.retrieve_dense, smk)
+    seconds = run_rule(rule_main(dense, "retrieve_dense"), smk)
     return {"seconds": seconds, "core": core.seconds, "faiss": loaded[0].seconds}
 
 
@@ -735,7 +753,7 @@ def stage_arms(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
         smk = job("run_arm", 1, input={"bm25": paths.bm25_ranking, "dense": paths.dense_ranking("flat")},
                   output={"run": paths.arm_run(name), "trec": paths.arm_run(name).with_suffix(".trec")},
                   params={"arm": arm_spec(name)}, wildcards={"arm": name})
-        seconds += run_rule(arms.main, smk)
+        seconds += run_rule(rule_main(arms, "run_arm"), smk)
     return {"seconds": seconds}
 
 
@@ -747,7 +765,7 @@ def stage_evaluate(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
         smk = job("evaluate_arm", 1, input={"run": paths.arm_run(name), "qrels": paths.qrels, "splits": paths.splits},
                   output={"metrics": paths.metrics(name), "summary": paths.summary(name)},
                   params={"measures": MEASURES}, wildcards={"arm": name})
-        seconds += run_rule(evaluate.evaluate_arm, smk)
+        seconds += run_rule(rule_main(evaluate, "evaluate_arm"), smk)
     return {"seconds": seconds}
 
 

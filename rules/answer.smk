@@ -23,7 +23,7 @@ rule generate_answers:
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
     script:
-        "../workflow_scripts/answers/stage.py"
+        "../workflow_scripts/answers/jobs/generate_answers.py"
 
 
 rule judge_answers:
@@ -48,7 +48,7 @@ rule judge_answers:
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
     script:
-        "../workflow_scripts/answers/stage.py"
+        "../workflow_scripts/answers/jobs/judge_answers.py"
 
 
 rule answer_summary:
@@ -71,4 +71,4 @@ rule answer_summary:
         bootstrap=config["routing"]["bootstrap"],
         seed=config["routing"]["seed"],
     script:
-        "../workflow_scripts/answers/stage.py"
+        "../workflow_scripts/answers/jobs/answer_summary.py"

@@ -125,40 +125,40 @@ def unsharded(path):
 # (core/shards.gather); rules/gather.smk defines `<stage>_gather` for the stages config `shards` splits.
 GATHERS = {
     "embed_units": (
-        "../workflow_scripts/retrieval/dense.py",
+        "../workflow_scripts/retrieval/jobs/embed_units.py",
         {
             "vectors": {"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
             "questions": {"contract": "question_vectors", "as_in": "questions", "column": "qid"},
         },
     ),
     "rerank": (
-        "../workflow_scripts/retrieval/rerank.py",
+        "../workflow_scripts/retrieval/jobs/rerank.py",
         {"scores": {"contract": "rerank_scores", "by": ["qid", "unit_id"]}},
     ),
     "generate_answers": (
-        "../workflow_scripts/answers/stage.py",
+        "../workflow_scripts/answers/jobs/generate_answers.py",
         {"answers": {"contract": "generations", "by": ["request_id"]}},
     ),
     "judge_answers": (
-        "../workflow_scripts/answers/stage.py",
+        "../workflow_scripts/answers/jobs/judge_answers.py",
         {
             "study_a": {"contract": "judgments_study_a", "by": ["item_id"]},
             "study_c": {"contract": "judgments_study_c", "by": ["item_id"]},
         },
     ),
     "study_c_queries": (
-        "../workflow_scripts/study_c/synthetic.py",
+        "../workflow_scripts/study_c/jobs/study_c_queries.py",
         {"queries": {"contract": "study_c_queries", "by": ["qid"]}},
     ),
     "study_c_strategy": (
-        "../workflow_scripts/study_c/strategies.py",
+        "../workflow_scripts/study_c/jobs/study_c_strategy.py",
         {
             "run": {"contract": "study_c_runs", "by": ["qid", "rank"]},
             "answers": {"contract": "study_c_answers", "by": ["qid"]},
         },
     ),
     "study_c_judge": (
-        "../workflow_scripts/study_c/tables.py",
+        "../workflow_scripts/study_c/jobs/study_c_judge.py",
         {"judgments": {"contract": "judgments_study_c", "by": ["item_id"]}},
     ),
 }

@@ -22,7 +22,7 @@ rule generate_questions:
         cache=LLM_CACHE,
         model_cache=MODEL_CACHE,
     script:
-        "../workflow_scripts/ingest/questions.py"
+        "../workflow_scripts/ingest/jobs/generate_questions.py"
 
 
 rule ingest:
@@ -42,7 +42,7 @@ rule ingest:
     params:
         spec=lambda wildcards: config["datasets"][wildcards.dataset],
     script:
-        "../workflow_scripts/ingest/stage.py"
+        "../workflow_scripts/ingest/jobs/ingest.py"
 
 
 rule splits:
@@ -60,4 +60,4 @@ rule splits:
         fractions=config["splits"]["fractions"],
         seed=config["splits"]["seed"],
     script:
-        "../workflow_scripts/ingest/splits.py"
+        "../workflow_scripts/ingest/jobs/splits.py"

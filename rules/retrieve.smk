@@ -18,7 +18,7 @@ rule index_bm25:
     params:
         title=config["retrieval"]["title"],
     script:
-        "../workflow_scripts/retrieval/bm25.py"
+        "../workflow_scripts/retrieval/jobs/index_bm25.py"
 
 
 # Units and questions are embedded in one job, the only one that loads the embedding model.
@@ -41,7 +41,7 @@ rule embed_units:
         title=config["retrieval"]["title"],
         cache=EMBEDDING_CACHE,
     script:
-        "../workflow_scripts/retrieval/dense.py"
+        "../workflow_scripts/retrieval/jobs/embed_units.py"
 
 
 rule index_dense:
@@ -59,7 +59,7 @@ rule index_dense:
     params:
         index=config["retrieval"]["dense_index"],
     script:
-        "../workflow_scripts/retrieval/dense.py"
+        "../workflow_scripts/retrieval/jobs/index_dense.py"
 
 
 rule retrieve_bm25:
@@ -79,7 +79,7 @@ rule retrieve_bm25:
         bm25=config["retrieval"]["bm25"],
         depth=lambda wildcards: first_stage_depth(wildcards.dataset, "bm25", wildcards.scope),
     script:
-        "../workflow_scripts/retrieval/bm25.py"
+        "../workflow_scripts/retrieval/jobs/retrieve_bm25.py"
 
 
 rule retrieve_dense:
@@ -97,7 +97,7 @@ rule retrieve_dense:
     params:
         depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
     script:
-        "../workflow_scripts/retrieval/dense.py"
+        "../workflow_scripts/retrieval/jobs/retrieve_dense.py"
 
 
 rule rerank:
@@ -119,7 +119,7 @@ rule rerank:
         cache=RERANK_CACHE,
         model_cache=MODEL_CACHE,
     script:
-        "../workflow_scripts/retrieval/rerank.py"
+        "../workflow_scripts/retrieval/jobs/rerank.py"
 
 
 rule run_arm:
@@ -137,7 +137,7 @@ rule run_arm:
     params:
         arm=lambda wildcards: config["arms"][wildcards.arm],
     script:
-        "../workflow_scripts/retrieval/arms.py"
+        "../workflow_scripts/retrieval/jobs/run_arm.py"
 
 
 rule evaluate_arm:
@@ -157,7 +157,7 @@ rule evaluate_arm:
     params:
         measures=config["evaluation"]["measures"],
     script:
-        "../workflow_scripts/retrieval/evaluate.py"
+        "../workflow_scripts/retrieval/jobs/evaluate_arm.py"
 
 
 rule retrieval_summary:
@@ -178,4 +178,4 @@ rule retrieval_summary:
     params:
         by_split=lambda wildcards: splits_matter(wildcards.dataset),
     script:
-        "../workflow_scripts/retrieval/evaluate.py"
+        "../workflow_scripts/retrieval/jobs/retrieval_summary.py"

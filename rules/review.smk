@@ -21,7 +21,7 @@ rule review_export:
         per_stratum=config["review"]["per_stratum"],
         seed=config["review"]["seed"],
     script:
-        "../workflow_scripts/judging/review.py"
+        "../workflow_scripts/judging/jobs/review_export.py"
 
 
 rule review_agreement:
@@ -46,7 +46,7 @@ rule review_agreement:
         ppi_min_reviewed=config["review"]["ppi_min_reviewed"],
         scoring=config["judging"]["scoring"],
     script:
-        "../workflow_scripts/judging/review.py"
+        "../workflow_scripts/judging/jobs/review_agreement.py"
 
 
 rule judge_validation:

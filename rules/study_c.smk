@@ -32,7 +32,7 @@ if "study_c" in config:
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
         script:
-            "../workflow_scripts/study_c/synthetic.py"
+            "../workflow_scripts/study_c/jobs/study_c_queries.py"
 
     rule study_c_colbert_checkpoint:
         output:
@@ -46,7 +46,7 @@ if "study_c" in config:
         params:
             colbert=STUDY_C["colbert"],
         script:
-            "../workflow_scripts/retrieval/colbert.py"
+            "../workflow_scripts/retrieval/jobs/study_c_colbert_checkpoint.py"
 
     rule study_c_colbert_index:
         input:
@@ -63,7 +63,7 @@ if "study_c" in config:
         params:
             colbert=STUDY_C["colbert"],
         script:
-            "../workflow_scripts/retrieval/colbert.py"
+            "../workflow_scripts/retrieval/jobs/study_c_colbert_index.py"
 
     rule study_c_strategy:
         input:
@@ -88,7 +88,7 @@ if "study_c" in config:
             model_cache=MODEL_CACHE,
             embedding_cache=EMBEDDING_CACHE,
         script:
-            "../workflow_scripts/study_c/strategies.py"
+            "../workflow_scripts/study_c/jobs/study_c_strategy.py"
 
     rule study_c_judge:
         input:
@@ -110,7 +110,7 @@ if "study_c" in config:
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
         script:
-            "../workflow_scripts/study_c/tables.py"
+            "../workflow_scripts/study_c/jobs/study_c_judge.py"
 
     rule study_c_tables:
         input:
@@ -139,4 +139,4 @@ if "study_c" in config:
             scoring=config["judging"]["scoring"],
             prices=config["models"]["generator"].get("prices"),
         script:
-            "../workflow_scripts/study_c/tables.py"
+            "../workflow_scripts/study_c/jobs/study_c_tables.py"

@@ -4,7 +4,7 @@ only where no policy abstained; Study C reports answer rate and both overall mea
 import polars as pl
 import pytest
 
-from workflow_scripts.answers.stage import summarize
+from workflow_scripts.answers.answering import summarize
 
 
 def test_study_a_and_c_summaries_follow_the_comparison_rules():

@@ -225,24 +225,17 @@ def test_missing_java_runtime_is_an_input_error(monkeypatch) -> None:
 def test_retrieve_rule_applies_the_configured_remove_query(index: Path, tmp_path: Path) -> None:
     """Issue 18: `retrieval.bm25.remove_query` (schema default false) reaches the search, as Pyserini's
     --remove-query / Anserini's -removeQuery: the unit named like the question is dropped after retrieving k."""
-    from types import SimpleNamespace
-
     from workflow_scripts.core import contracts
     from workflow_scripts.core.schema import load_schema
 
     default = load_schema()["properties"]["retrieval"]["properties"]["bm25"]["properties"]["remove_query"]["default"]
-    questions = tmp_path / "questions.parquet"
-    frame([{"dataset": "toy", "qid": "q-solo", "group_id": "solo", "text": "cat", "query_type": None, "answers": [],
-            "gold_unit_ids": [], "unaligned_evidence": [], "meta": None}], contracts.QUESTIONS).write_parquet(questions)
+    questions = frame([{"dataset": "toy", "qid": "q-solo", "group_id": "solo", "text": "cat", "query_type": None,
+                        "answers": [], "gold_unit_ids": [], "unaligned_evidence": [], "meta": None}], contracts.QUESTIONS)
     rankings = {}
     for remove_query in (default, True):
-        output = tmp_path / f"ranking_{remove_query}.parquet"
-        bm25.search_rule(SimpleNamespace(
-            input=SimpleNamespace(index=str(index), questions=str(questions)), output=SimpleNamespace(ranking=str(output)),
-            params=SimpleNamespace(bm25={"k1": 0.9, "b": 0.4, "threads": 1, "remove_query": remove_query}, depth=len(CORPUS)),
-            wildcards=SimpleNamespace(scope="global"), threads=1,
-        ))
-        rankings[remove_query] = pl.read_parquet(output)["unit_id"].to_list()
+        ranking, _ = bm25.search(index, questions, len(CORPUS), "global", k1=0.9, b=0.4, threads=1,
+                                 remove_query=remove_query)
+        rankings[remove_query] = ranking["unit_id"].to_list()
     assert default is False and "q-solo" in rankings[False]
     assert rankings[True] == [unit for unit in rankings[False] if unit != "q-solo"]
 

@@ -186,8 +186,6 @@ def test_bad_settings_are_input_errors():
 
 
 def test_the_index_job_fills_a_flat_index_batch_by_batch(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     from workflow_scripts.core import contracts
 
     monkeypatch.setattr(contracts, "GROUP_ROWS", 64)  # 300 vectors: five row groups, read in five batches
@@ -198,8 +196,6 @@ def test_the_index_job_fills_a_flat_index_batch_by_batch(tmp_path, monkeypatch):
     assert [len(batch) for batch in dense.vector_batches(vectors)] == [64, 64, 64, 64, 44]
     np.testing.assert_array_equal(dense.read_vectors(vectors), unit_vectors.astype(np.float32))
     spec = {"kind": "flat", "nlist": None, "nprobe": None, "hnsw_m": None, "ef_search": None}
-    smk = SimpleNamespace(input=SimpleNamespace(vectors=vectors), output=SimpleNamespace(index=tmp_path / "flat"),
-                          params=SimpleNamespace(index=spec))
-    dense.index_dense(smk)
+    dense.index_dense(vectors, spec, tmp_path / "flat")
     assert dense.faiss.serialize_index(dense.load_index(tmp_path / "flat")).tobytes() == \
         dense.faiss.serialize_index(dense.build_index(unit_vectors, "flat")).tobytes()

@@ -105,6 +105,18 @@ def test_every_rule_script_is_a_module_of_the_package():
         assert "run_job(main, snakemake" in (PROJECT_ROOT / script).read_text(), f"{script} is not a rule entry point"
 
 
+def test_each_rule_runs_the_job_module_named_after_it():
+    """The rule → module mapping is the `script:` line alone: rule X runs workflow_scripts/<stage>/jobs/X.py."""
+    wrong = []
+    for smk in sorted((PROJECT_ROOT / "rules").glob("*.smk")):
+        for block in re.split(r"^\s*rule (?=\w+:)", smk.read_text(), flags=re.MULTILINE)[1:]:
+            rule = block.split(":", 1)[0]
+            script = re.search(r'script:\s*"\.\./(workflow_scripts/[^"]+\.py)"', block)
+            if script and not re.fullmatch(rf"workflow_scripts/\w+/jobs/{rule}\.py", script.group(1)):
+                wrong.append(f"{smk.name}: rule {rule} runs {script.group(1)}")
+    assert wrong == []
+
+
 def code_references(path: Path) -> Counter:
     """How often each name is used as code in `path`: a Python module's loaded names, attributes and imported
     names (its AST, so docstrings, comments and assignments do not count); a rules file's name tokens (Snakemake
@@ -165,16 +177,6 @@ def test_rules_are_formatted_by_snakefmt():
     assert process.returncode == 0, f"run `.venv/bin/snakefmt Snakefile rules`:\n{process.stderr[-2000:]}"
 
 
-# Modules that still receive the Snakemake job object, one per stage not yet split into thin jobs/<rule>.py modules
-# over plain functions (issue #25). The list only shrinks: the test fails when a module leaves it but stays listed.
-NOT_YET_THIN = {
-    "workflow_scripts.answers.stage", "workflow_scripts.core.shards",
-    "workflow_scripts.ingest.questions", "workflow_scripts.ingest.splits", "workflow_scripts.ingest.stage",
-    "workflow_scripts.judging.review", "workflow_scripts.retrieval.arms",
-    "workflow_scripts.retrieval.bm25", "workflow_scripts.retrieval.colbert", "workflow_scripts.retrieval.dense",
-    "workflow_scripts.retrieval.evaluate", "workflow_scripts.retrieval.rerank", "workflow_scripts.study_c.strategies",
-    "workflow_scripts.study_c.synthetic", "workflow_scripts.study_c.tables",
-}
 JOB_RUNNER = "workflow_scripts.core.runtime"  # run_job: logging, threads and one-line errors around a job's main
 
 
@@ -187,9 +189,8 @@ def sees_the_job(path: Path) -> bool:
 
 def test_only_the_rules_job_modules_see_the_snakemake_object():
     seeing = {name for name, path in MODULES.items() if sees_the_job(path) and ".jobs." not in name}
-    assert seeing - NOT_YET_THIN - {JOB_RUNNER} == set(), "library code must take plain values; read the job in jobs/"
-    assert NOT_YET_THIN - seeing == set(), "these modules are thin now: remove them from NOT_YET_THIN"
+    assert seeing - {JOB_RUNNER} == set(), "library code must take plain values; read the job in jobs/"
     for name, path in MODULES.items():
         if ".jobs." in name:  # a jobs package itself is named "...jobs", without the dot after
             text = path.read_text()
-            assert "run_job(main, snakemake)" in text and "smk.rule" not in text, f"{name}: one rule, one main"
+            assert "run_job(main, snakemake" in text and "smk.rule" not in text, f"{name}: one rule, one main"

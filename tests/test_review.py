@@ -136,8 +136,6 @@ def test_ppi_difference_rows_pair_policies_on_their_shared_questions():
 
 def _stage_inputs(tmp_path):
     """Two policies' judgments, answers and runs as the review rules read them (tables built by hand)."""
-    from types import SimpleNamespace
-
     from workflow_scripts.core.contracts import (
         GENERATIONS,
         JUDGMENTS_A,
@@ -173,36 +171,37 @@ def _stage_inputs(tmp_path):
             path = tmp_path / f"{policy}_{name}.parquet"
             write_table(frame(rows, contract), path, contract)
             paths[name].append(str(path))
-    return SimpleNamespace(
-        input=SimpleNamespace(questions=str(tmp_path / "questions.parquet"), units=str(tmp_path / "units.parquet"),
-                              **paths),
-        params=SimpleNamespace(policies=["keep", "closed_book"], per_stratum=1, seed=3, ppi_min_reviewed=2, scoring="argmax",
-                               runs={"keep": str(tmp_path / "keep_run.parquet"), "closed_book": None}),
-        output=SimpleNamespace(study_a=str(tmp_path / "a.csv"), study_c=str(tmp_path / "c.csv"),
-                               agreement=str(tmp_path / "agreement.csv")),
-        wildcards=SimpleNamespace(judge="study_a"), rule="review_export",
-    )
+    return {"questions": str(tmp_path / "questions.parquet"), "units": str(tmp_path / "units.parquet"), **paths,
+            "policies": ["keep", "closed_book"], "runs": {"keep": str(tmp_path / "keep_run.parquet"), "closed_book": None}}
 
 
 def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
-    smk = _stage_inputs(tmp_path)
-    items = review.judged_items(smk, "study_a")
+    tables = _stage_inputs(tmp_path)
+
+    def items_of(judge):
+        return review.judged_items(judge, tables["questions"], tables["policies"], tables[judge], tables["answers"],
+                                   tables["runs"], tables["units"])
+
+    items = items_of("study_a")
     assert items.height == 12 and set(items["policy"]) == {"keep", "closed_book"}
     keep = items.filter(pl.col("item_id") == "q1|keep").row(0, named=True)
     assert keep["evidence"] == ["unit text 1", "unit text 2"] and keep["answer"] == "keep says q1"
     assert items.filter(pl.col("item_id") == "q1|closed_book")["evidence"].to_list() == [[]]
-    review.main(smk)
-    sheet = pl.read_csv(smk.output.study_a, infer_schema=False)
+    for judge in review.JUDGES:
+        review.export_sheet(judge, items_of(judge), tmp_path / f"{judge}.csv", per_stratum=1, seed=3)
+    sheet = pl.read_csv(tmp_path / "study_a.csv", infer_schema=False)
     assert sheet.height == 6  # one per (policy, correctness level 0/1/2)
     assert sheet.columns == ["item_id", "question", "answer", "references", "evidence", "human_correctness",
                              "human_faithfulness", "notes"]
-    assert pl.read_csv(smk.output.study_c, infer_schema=False).height == 0, "parse_failed judgments are not drawn"
+    assert pl.read_csv(tmp_path / "study_c.csv", infer_schema=False).height == 0, "parse_failed judgments are not drawn"
     filled = sheet.with_columns(pl.lit("2").alias("human_correctness"), pl.lit("1").alias("human_faithfulness"))
-    smk.input.reviewed = str(tmp_path / "filled.csv")
-    filled.write_csv(smk.input.reviewed)
-    smk.rule = "review_agreement"
-    review.main(smk)
-    table = pl.read_csv(smk.output.agreement)
+    reviewed = tmp_path / "filled.csv"
+    filled.write_csv(reviewed)
+
+    def agreement():
+        return review.judge_agreement("study_a", items, reviewed, per_stratum=1, seed=3, min_reviewed=2, scoring="argmax")
+
+    table = agreement()
     overall = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "all")).row(0, named=True)
     assert overall["n_reviewed"] == 6 and overall["corrected_mean"] == 2.0 and overall["exact_agreement"] == 2 / 6
     # one review per stratum (per_stratum = 1): the estimate, but no within-stratum variance for an interval
@@ -211,6 +210,6 @@ def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
     pair = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "closed_book − keep"))
     assert pair.height == 1 and pair["ppi_mean"].item() == 0.0
     undrawn = sorted(set(items["item_id"]) - set(sheet["item_id"]))[0]
-    pl.concat([filled, filled.head(1).with_columns(pl.lit(undrawn).alias("item_id"))]).write_csv(smk.input.reviewed)
+    pl.concat([filled, filled.head(1).with_columns(pl.lit(undrawn).alias("item_id"))]).write_csv(reviewed)
     with pytest.raises(InputError, match=rf"1 item_ids are not in the exported review sample.*\['{undrawn}'\]"):
-        review.main(smk)
+        agreement()

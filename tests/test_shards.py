@@ -18,7 +18,7 @@ from llm_fakes import WordTokenBackend
 from tiny_demo import DATASET, UNBATCHED, differences, reference_run, shard, tiny_workdir
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core import contracts, shards
+from workflow_scripts.core import contracts, runtime, shards
 from workflow_scripts.core.cache import read_cache
 from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
@@ -44,10 +44,11 @@ def test_items_go_to_shards_by_a_stable_hash_of_their_id():
 
 
 def test_the_shard_wildcard_names_the_stage_and_the_shard():
-    assert shards.shard_of(job("rerank", "2-of-5")) == shards.Shard("rerank", 2, 5)
-    assert shards.shard_of(job("rerank")) is None
+    assert runtime.shard_of(job("rerank", "2-of-5")) == shards.Shard("rerank", 2, 5)
+    assert runtime.shard_of(job("rerank")) is None
+    assert shards.parse_shard("rerank", "2-of-5") == shards.Shard("rerank", 2, 5)
     assert shards.shard_names(3) == ["0-of-3", "1-of-3", "2-of-3"]
-    assert shards.is_gather(job("rerank_gather", tables={})) and not shards.is_gather(job("rerank", "0-of-2"))
+    assert runtime.is_gather(job("rerank_gather", tables={})) and not runtime.is_gather(job("rerank", "0-of-2"))
 
 
 def test_more_shards_than_items_is_an_error_naming_the_stage():
@@ -91,14 +92,15 @@ def test_the_gather_restores_the_unsharded_order_and_refuses_a_missing_shard(tmp
         inputs[f"answers__{index}"] = str(tmp_path / f"{index}-of-3.parquet")
         write_table(generations(mine[::-1]), inputs[f"answers__{index}"], GENERATIONS)  # any order within a shard
     gathered = tmp_path / "gathered.parquet"
-    smk = SimpleNamespace(rule="generate_answers_gather", input=inputs, output={"answers": str(gathered)},
-                          params=SimpleNamespace(tables={"answers": {"contract": "generations", "by": ["request_id"]}}))
-    shards.gather(smk)
+    tables = {"answers": {"contract": "generations", "by": ["request_id"]}}
+    parts = [Path(inputs[f"answers__{index}"]) for index in range(3)]
+    shards.gather(tables, {"answers": parts}, inputs, {"answers": str(gathered)})
     assert gathered.read_bytes() == whole.read_bytes()
-    Path(inputs["answers__1"]).unlink()
+    parts[1].unlink()
     gathered.unlink()
     with pytest.raises(InputError, match=r"shard output\(s\) \[.*1-of-3.parquet'\] missing; rerun the `generate_answers` job"):
-        shards.gather(smk)
+        shards.gather(tables, {"answers": shards.checked_parts(parts, "generate_answers_gather")}, inputs,
+                      {"answers": str(gathered)})
     assert not gathered.exists()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,18 +56,12 @@ def shard_names(count: int) -> list[str]:
     return [f"{index}-of-{count}" for index in range(count)]
 
 
-def shard_of(smk: Any) -> Shard | None:
-    """The shard a Snakemake job works on, or None for an unsharded job (no `shard` wildcard)."""
-    spec = dict(smk.wildcards.items()).get("shard")
+def parse_shard(stage: str, spec: str | None) -> Shard | None:
+    """The shard named by a `shard` wildcard value ("<i>-of-<n>") of `stage`, or None (an unsharded job)."""
     if spec is None:
         return None
     index, _, count = spec.partition("-of-")
-    return Shard(smk.rule, int(index), int(count))
-
-
-def is_gather(smk: Any) -> bool:
-    """Whether the job is a sharded stage's gather (it alone gets `params.tables`)."""
-    return "tables" in dict(smk.params.items())
+    return Shard(stage, int(index), int(count))
 
 
 def bucket(item_id: str, count: int) -> int:
@@ -111,16 +105,14 @@ def owned_batches(
         yield batch if shard is None else batch.filter(pl.Series(owned(batch[column].to_list(), shard, None), dtype=pl.Boolean))
 
 
-def shard_paths(smk: Any, key: str) -> list[Path]:
-    """The gather job's shard files of output `key`, in shard order; a missing one stops it, naming the shard."""
-    paths = [Path(smk.input[name]) for name in sorted(
-        (name for name in smk.input.keys() if name.startswith(f"{key}__")), key=lambda name: int(name.rsplit("__", 1)[1]))]
+def checked_parts(paths: Sequence[Path], rule: str) -> list[Path]:
+    """The gather job's shard files of one output, in shard order; a missing one stops it, naming the shard."""
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
-        stage = smk.rule.removesuffix(GATHER_RULE_SUFFIX)
-        raise InputError(f"{smk.rule}: shard output(s) {missing} missing; rerun the `{stage}` job(s) that write them "
+        stage = rule.removesuffix(GATHER_RULE_SUFFIX)
+        raise InputError(f"{rule}: shard output(s) {missing} missing; rerun the `{stage}` job(s) that write them "
                          f"(no partial table is written)")
-    return paths
+    return list(paths)
 
 
 def gathered(parts: Sequence[Path], contract: Contract, by: Sequence[str]) -> pl.DataFrame:
@@ -166,13 +158,13 @@ def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, refe
             raise InputError(f"{extra} hold rows whose ids are not in {reference}; rerun their shard jobs")
 
 
-def gather(smk: Any) -> None:
-    """The gather job of a sharded stage: each output in `params.tables` ({contract, by | as_in + column}) is its
-    shards' rows in the unsharded order, written through its contract."""
-    for key, order in smk.params.tables.items():
+def gather(tables: Mapping[str, Mapping[str, Any]], parts: Mapping[str, Sequence[Path]],
+           inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+    """A sharded stage's gather: each output in `tables` ({contract, by | as_in + column}) is its shard files'
+    (`parts`) rows in the unsharded order, written through its contract; `as_in` names an input table."""
+    for key, order in tables.items():
         contract = CONTRACTS[order["contract"]]
         if "as_in" in order:
-            gather_in_order(shard_paths(smk, key), contract, order["column"], Path(smk.input[order["as_in"]]),
-                            Path(smk.output[key]))
+            gather_in_order(parts[key], contract, order["column"], Path(inputs[order["as_in"]]), Path(outputs[key]))
         else:
-            write_table(gathered(shard_paths(smk, key), contract, order["by"]), smk.output[key], contract)
+            write_table(gathered(parts[key], contract, order["by"]), outputs[key], contract)

@@ -35,14 +35,11 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_json_atomic
-from workflow_scripts.core.contracts import GENERATED_QUESTIONS, frame, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.contracts import GENERATED_QUESTIONS, frame
 from workflow_scripts.ingest.adapters.registry import stream_for
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
-from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import normalized
+from workflow_scripts.llm.templates import Template, normalized
 
 log = logging.getLogger("ragfrontier.questions")
 
@@ -128,8 +125,9 @@ def keep_questions(
     return rows, failures, obtained
 
 
-def main(smk: Any) -> None:
-    dataset, spec = smk.wildcards.dataset, smk.params.spec
+def generate_questions(dataset: str, spec: Mapping[str, Any], engine: llm.Engine, cache: Path,
+                       template: Template) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The dataset's generated questions (GENERATED_QUESTIONS, sorted by qid) and the report of how they came about."""
     settings = spec["generate_questions"]
     papers, candidates, empty, units = 0, 0, [], []
     for paper, sampled, count in sample_units(stream_for(dataset, spec["format"])(spec, dataset), settings):
@@ -138,11 +136,8 @@ def main(smk: Any) -> None:
         units += sampled
         if not sampled:
             empty.append(paper)
-    template = load_templates(smk.params.prompts)["generated_question"]
-    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    replies = llm.generate([request(unit, template) for unit in units], engine, Path(smk.params.cache))
+    replies = llm.generate([request(unit, template) for unit in units], engine, cache)
     rows, failures, obtained = keep_questions(units, replies, template.example_texts)
-    write_table(frame(rows, GENERATED_QUESTIONS).sort("qid"), smk.output.questions, GENERATED_QUESTIONS)
     report = {
         "papers": papers, "papers_without_candidates": len(empty), "papers_without_candidates_ids": empty[:20],
         "candidate_units": candidates, "units_sampled": len(units), "questions": len(rows),
@@ -150,10 +145,6 @@ def main(smk: Any) -> None:
         "failures": {cause: failures[cause] for cause in CAUSES}, "replies_used": dict(sorted(obtained.items())),
         "settings": dict(settings),
     }
-    write_json_atomic(report, smk.output.report)
     log.info("%s: %d questions from %d sampled units of %d papers; failures %s", dataset, len(rows), len(units),
              papers, report["failures"])
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    return frame(rows, GENERATED_QUESTIONS).sort("qid"), report

@@ -5,23 +5,18 @@ Out: `splits.parquet` (contract `SPLITS`: qid, group_id, split).
 
 Groups (papers, question contexts) are shuffled by a seeded permutation of their sorted ids, then each group goes
 to the split whose question count is furthest below its target share (ties in the order dev, calibration,
-heldout). The result depends only on the group ids, their question counts, the fractions and the seed.
+heldout). The result depends only on the group ids, their question counts, the fractions and the seed. Plain
+functions; the rule's job is ingest/jobs/splits.py.
 """
 
 
-import logging
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import QUESTIONS, SPLITS, read_table, write_table
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import SPLIT_ORDER
-
-log = logging.getLogger("ragfrontier.splits")
 
 
 
@@ -57,15 +52,3 @@ def make_splits(questions: pl.DataFrame, fractions: Mapping[str, float], seed: i
     return questions.select("qid", "group_id").with_columns(
         pl.col("group_id").replace_strict(assignment, return_dtype=pl.String()).alias("split")
     ).sort("qid")
-
-
-def main(smk: Any) -> None:
-    questions = read_table(smk.input.questions, QUESTIONS)
-    splits = make_splits(questions, smk.params.fractions, smk.params.seed)
-    write_table(splits, smk.output.splits, SPLITS)
-    summary = splits.group_by("split").agg(pl.len().alias("questions"), pl.col("group_id").n_unique().alias("groups"))
-    log.info("%s splits: %s", smk.wildcards.dataset, summary.sort("split").to_dicts())
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -30,7 +30,6 @@ input) stops the run at that batch, and the message counts that batch's rows.
 """
 
 
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -52,7 +51,6 @@ from workflow_scripts.core.contracts import (
     write_table,
 )
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 from workflow_scripts.ingest.adapters import Ingested, Units
 from workflow_scripts.ingest.adapters.registry import CORPUS_ONLY, adapter_for, stream_for
 
@@ -299,13 +297,3 @@ def ingest_dataset(
     write_table(tables.qrels, outputs["qrels"], QRELS)
     write_json_atomic(summary, outputs["report"])
     return summary
-
-
-def main(smk: Any) -> None:
-    dataset = smk.wildcards.dataset
-    summary = ingest_dataset(dataset, smk.params.spec, dict(smk.output.items()), smk.input.get("generated_questions"))
-    log.info("%s: %s", dataset, json.dumps(summary))
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,6 +1,7 @@
 """Human review of judge labels: export a stratified sample, import the reviewed labels, measure agreement.
 
-Rules (rules/review.smk): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
+Rules (rules/review.smk; jobs judging/jobs/review_export.py, review_agreement.py over `judged_items`, `export_sheet`
+and `judge_agreement`): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
 (study_a, study_c) over every answered policy; `review_agreement` reads a filled-in copy named in the config
 (`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv. It redraws the
 sample with the same `per_stratum` and `seed` and rejects a sheet with an item_id outside that sample
@@ -60,7 +61,6 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -76,7 +76,6 @@ from workflow_scripts.core.contracts import (
     read_table,
 )
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference, ppi_mean
 
 HUMAN_PREFIX = "human_"
@@ -301,7 +300,7 @@ def _ppi_columns(estimate: Estimate | None) -> dict[str, object]:
             "ppi_status": estimate.status, "ppi_lambda": " / ".join(f"{lam:.3f}" for lam in estimate.lam) or None}
 
 
-# ---- rules --------------------------------------------------------------------------------------------------
+# ---- what the rules read ------------------------------------------------------------------------------------
 
 
 def _evidence(run_path: str | None, units_path: str) -> dict[str, list[str]]:
@@ -316,20 +315,23 @@ def _evidence(run_path: str | None, units_path: str) -> dict[str, list[str]]:
     return dict(zip(shown["qid"].to_list(), shown["text"].to_list()))
 
 
-def judged_items(smk: Any, judge: str) -> pl.DataFrame:
-    """One row per judged answer of every policy: item_id "<qid>|<policy>", policy, the judge's labels and SHOWN."""
+def judged_items(judge: str, questions: str, policies: Sequence[str], judged: Sequence[str], answers: Sequence[str],
+                 runs: Mapping[str, str | None], units: str) -> pl.DataFrame:
+    """One row per judged answer of every policy: item_id "<qid>|<policy>", policy, the judge's labels and SHOWN;
+    `judged` and `answers` are the policies' judgment and answer tables in `policies` order, `runs` their arms' runs
+    (None: closed_book)."""
     contract, labels, _ = JUDGES[judge]
-    questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
-                                                                  pl.col("answers").alias("references"))
+    texts = read_table(questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
+                                                    pl.col("answers").alias("references"))
     tables = []
-    for policy, judged, answers in zip(smk.params.policies, getattr(smk.input, judge), smk.input.answers):
-        shown = _evidence(smk.params.runs[policy], smk.input.units)
+    for policy, judgments, answered in zip(policies, judged, answers):
+        shown = _evidence(runs[policy], units)
         table = (
-            read_table(judged, contract).select(pl.col("item_id").alias("qid"), *labels,
-                                                *(column for column in scored_columns(judge) if column not in labels))
-            .join(read_table(answers, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
+            read_table(judgments, contract).select(pl.col("item_id").alias("qid"), *labels,
+                                                   *(column for column in scored_columns(judge) if column not in labels))
+            .join(read_table(answered, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
                   on="qid")
-            .join(questions, on="qid")
+            .join(texts, on="qid")
         )
         tables.append(table.with_columns(
             pl.concat_str("qid", pl.lit(policy), separator="|").alias("item_id"), pl.lit(policy).alias("policy"),
@@ -345,32 +347,21 @@ def scored_columns(judge: str, scoring: str = "expected") -> dict[str, str]:
     return {label: f"{label}_expected" if scoring == "expected" else label for label in labels}
 
 
-def export_rule(smk: Any) -> None:
-    """Rule review_export: one blind review sheet per judge."""
-    for judge, path in (("study_a", smk.output.study_a), ("study_c", smk.output.study_c)):
-        _, labels, level = JUDGES[judge]
-        sample = export_review(judged_items(smk, judge), Path(path), labels, ["policy", level],
-                               smk.params.per_stratum, smk.params.seed, SHOWN)
-        log.info("review %s: %d items to review in %s", judge, sample.height, path)
-
-
-def agreement_rule(smk: Any) -> None:
-    """Rule review_agreement: the reviewed sheet of one judge → agreement and corrected means per label."""
-    judge = smk.wildcards.judge
+def export_sheet(judge: str, items: pl.DataFrame, path: Path, per_stratum: int, seed: int) -> pl.DataFrame:
+    """Rule review_export's work for one judge: its blind review sheet at `path`; returns the sample drawn."""
     _, labels, level = JUDGES[judge]
-    items = judged_items(smk, judge)
-    sample = review_sample(items, ["policy", level], smk.params.per_stratum, smk.params.seed)
-    reviewed = import_review(Path(smk.input.reviewed), sample, labels)
-    score = scored_columns(judge, smk.params.scoring)
-    table = pl.concat([agreement(items, reviewed, label, scale, ["policy", level], min_reviewed=smk.params.ppi_min_reviewed,
-                                 score=score[label])
-                       for label, scale in labels.items()])
-    write_text_atomic(table.write_csv(), Path(smk.output.agreement))
+    sample = export_review(items, path, labels, ["policy", level], per_stratum, seed, SHOWN)
+    log.info("review %s: %d items to review in %s", judge, sample.height, path)
+    return sample
 
 
-def main(smk: Any) -> None:
-    {"review_export": export_rule, "review_agreement": agreement_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+def judge_agreement(judge: str, items: pl.DataFrame, reviewed: Path, per_stratum: int, seed: int, min_reviewed: int,
+                    scoring: str) -> pl.DataFrame:
+    """Rule review_agreement's work: the reviewed sheet of one judge → agreement and corrected means per label (the
+    sample redrawn with the export's `per_stratum` and `seed`)."""
+    _, labels, level = JUDGES[judge]
+    sample = review_sample(items, ["policy", level], per_stratum, seed)
+    human = import_review(reviewed, sample, labels)
+    score = scored_columns(judge, scoring)
+    return pl.concat([agreement(items, human, label, scale, ["policy", level], min_reviewed=min_reviewed,
+                                score=score[label]) for label, scale in labels.items()])

@@ -7,10 +7,10 @@ Out: a RUNS table (qid, rank, unit_id, score and every per-stage column routers 
 
 Hybrid = reciprocal rank fusion (`fusion.rrf`, k = `rrf_k`) of the BM25 and dense rankings, each cut at
 `fusion_depth`.
-Every ordering breaks ties by unit_id ascending, so identical inputs give identical runs.
+Every ordering breaks ties by unit_id ascending, so identical inputs give identical runs. Plain functions; the rule's
+job is retrieval/jobs/run_arm.py.
 """
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,9 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import RANKING, RUNS, conform, read_table, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.contracts import RUNS, conform
 from workflow_scripts.core.vocabulary import ranking_name
 from workflow_scripts.retrieval.fusion import rrf
-
-log = logging.getLogger("ragfrontier.arms")
 
 STAGE_COLUMNS = {"dense": ("dense_score", "dense_rank"), "bm25": ("bm25_score", "bm25_rank")}
 
@@ -102,17 +99,3 @@ def write_trec(run: pl.DataFrame, path: str | Path, tag: str) -> None:
     ordered = run.sort(["qid", "rank"]).with_columns((pl.len().over("qid") - pl.col("rank") + 1).alias("order_score"))
     rows = ordered.select("qid", "unit_id", "rank", "order_score").iter_rows()
     write_text_atomic("".join(f"{q} Q0 {u} {r} {s} {tag}\n" for q, u, r, s in rows), path)
-
-
-def main(smk: Any) -> None:
-    arm = smk.params.arm
-    rankings = {method: read_table(smk.input[method], RANKING) for method in first_stages(arm)}
-    rerank_scores = pl.read_parquet(smk.input.rerank) if arm.get("rerank") else None
-    run = final_run(arm, candidates(arm, rankings), rerank_scores)
-    write_table(run, smk.output.run, RUNS)
-    write_trec(run, smk.output.trec, tag=smk.wildcards.arm)
-    log.info("%s/%s: %d rows for %d queries", smk.wildcards.dataset, smk.wildcards.arm, run.height, run["qid"].n_unique())
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

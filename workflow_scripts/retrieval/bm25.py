@@ -72,18 +72,8 @@ from typing import IO, Any
 import polars as pl
 
 from workflow_scripts.core.atomic import PARTIAL_SUFFIX, atomic_folder, write_json_atomic
-from workflow_scripts.core.contracts import (
-    QUESTIONS,
-    RANKING,
-    UNITS,
-    ContractError,
-    conform,
-    read_table,
-    table_batches,
-    write_table,
-)
+from workflow_scripts.core.contracts import RANKING, UNITS, ContractError, conform, table_batches
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.lucene import anserini_jar_folder, pyserini_ready
 from workflow_scripts.retrieval.unit_text import unit_texts
@@ -422,29 +412,3 @@ def search(
         searcher.close()
     ranked = set(ranking["qid"].unique().to_list())
     return ranking, [qid for qid in questions["qid"].to_list() if qid not in ranked]
-
-
-def index_rule(smk: Any) -> None:
-    """Rule index_bm25: units → Lucene index folder with its manifest."""
-    manifest = build_index(Path(smk.input.units), Path(smk.output.index), smk.threads, smk.params.title)
-    log.info("bm25 index: %d units in %s s", manifest["units"], manifest["build"]["seconds"])
-
-
-def search_rule(smk: Any) -> None:
-    """Rule retrieve_bm25: index + questions → first-stage RANKING at the depth the arms need."""
-    check_index(Path(smk.input.index), engine_settings())
-    settings = smk.params.bm25
-    ranking, empty = search(
-        Path(smk.input.index), read_table(smk.input.questions, QUESTIONS), smk.params.depth, smk.wildcards.scope,
-        k1=settings["k1"], b=settings["b"], threads=smk.threads, remove_query=settings["remove_query"],
-    )
-    write_table(ranking, smk.output.ranking, RANKING)
-    log.info("bm25 %s: %d questions ranked, %d with no ranking %s", smk.wildcards.scope, ranking["qid"].n_unique(), len(empty), empty[:5])
-
-
-def main(smk: Any) -> None:
-    {"index_bm25": index_rule, "retrieve_bm25": search_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

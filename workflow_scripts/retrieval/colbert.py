@@ -207,33 +207,18 @@ def checkpoint_for(spec: Mapping[str, Any], built: str | None) -> Path:
     return Path(built) if spec["untrained_from"] else resolve_checkpoint(spec["checkpoint"])
 
 
-def checkpoint_rule(smk: Any) -> None:
-    spec = smk.params.colbert
-    build_untrained_checkpoint(models.resolve(spec["untrained_from"]), Path(smk.output.checkpoint), spec["dim"],
-                               spec["seed"], Path(spec["extensions_dir"]))
-
-
 def doc_texts(units: Any) -> dict[str, str]:
     """docid → what the index holds, and what Study C's generator and reranker read: "title. abstract"."""
     return {unit_id: f"{title}. {text}" if title else text for unit_id, title, text in units.select("unit_id", "title", "text").iter_rows()}
 
 
-def index_rule(smk: Any) -> None:
+def index_units(units: str, spec: Mapping[str, Any], checkpoint: Path, index_dir: Path) -> None:
+    """Rule study_c_colbert_index's work: every unit's "title. abstract" into a PLAID index at `index_dir`, in unit_id
+    order."""
     from workflow_scripts.core.contracts import UNITS, read_table
 
-    spec = smk.params.colbert
-    units = read_table(smk.input.units, UNITS).sort("unit_id")
-    texts = doc_texts(units)
-    docids = units["unit_id"].to_list()
-    build_index([texts[docid] for docid in docids], docids, checkpoint_for(spec, smk.input.get("checkpoint")),
-                Path(smk.output.index), spec, spec["device"], Path(spec["extensions_dir"]))
-
-
-def main(smk: Any) -> None:
-    {"study_c_colbert_checkpoint": checkpoint_rule, "study_c_colbert_index": index_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    from workflow_scripts.core.runtime import run_job
-
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    table = read_table(units, UNITS).sort("unit_id")
+    texts = doc_texts(table)
+    docids = table["unit_id"].to_list()
+    build_index([texts[docid] for docid in docids], docids, checkpoint, index_dir, spec, spec["device"],
+                Path(spec["extensions_dir"]))

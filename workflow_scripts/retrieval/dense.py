@@ -37,12 +37,10 @@ from workflow_scripts.core.contracts import (
     read_table,
     table_batches,
     table_rows,
-    write_table,
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import owned_batches, shard_of
+from workflow_scripts.core.shards import Shard, owned_batches
 from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.unit_text import unit_texts
 
@@ -221,26 +219,20 @@ def search(
     return conform(ranking, RANKING), empty
 
 
-def _embedder(smk: Any) -> Any:
-    spec = smk.params.embedder
-    return models.sentence_transformer(spec["model"], device=spec["device"])
-
-
 def _with_vectors(table: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
     return table.with_columns(pl.Series("vector", list(vectors), dtype=pl.List(pl.Float32)))
 
 
-def embed_units(smk: Any) -> None:
-    """Rule embed_units: units and questions → unit_vectors (row order = units order = dense index order) and
-    question_vectors; the one job per dataset that loads the embedding model, so searching needs only FAISS.
-    Streams: a batch of the (owned, when sharded) units is read, embedded and written before the next is read."""
-    shard = shard_of(smk)
-    model, cache, batch_size = _embedder(smk), Path(smk.params.cache), smk.params.embedder["batch_size"]
+def embed_units(units: str, questions: str, unit_vectors: str, question_vectors: str, spec: Mapping[str, Any],
+                title: str, cache: Path, shard: Shard | None) -> None:
+    """Rule embed_units' work: units and questions → unit_vectors (row order = units order = dense index order) and
+    question_vectors, with the embedder `spec` (models.embedder); the one job per dataset that loads the embedding
+    model, so searching needs only FAISS. Streams: a batch of the (owned, when sharded) units is read, embedded and
+    written before the next is read."""
+    model, batch_size = models.sentence_transformer(spec["model"], device=spec["device"]), spec["batch_size"]
     for path, contract, column, what, texts, output, written in (
-        (smk.input.units, UNITS, "unit_id", "units", lambda rows: unit_texts(rows, smk.params.title),
-         smk.output.vectors, UNIT_VECTORS),
-        (smk.input.questions, QUESTIONS, "qid", None, lambda rows: rows["text"].to_list(),
-         smk.output.questions, QUESTION_VECTORS),
+        (units, UNITS, "unit_id", "units", lambda rows: unit_texts(rows, title), unit_vectors, UNIT_VECTORS),
+        (questions, QUESTIONS, "qid", None, lambda rows: rows["text"].to_list(), question_vectors, QUESTION_VECTORS),
     ):
         with TableWriter(output, written) as writer:
             for rows in owned_batches(path, contract, column, shard, what):
@@ -272,11 +264,10 @@ def read_vectors(path: str | Path) -> np.ndarray:
     return matrix if matrix is not None else np.zeros((0, 0), np.float32)
 
 
-def index_dense(smk: Any) -> None:
-    """Rule index_dense: unit_vectors → FAISS index (flat / IVF / HNSW, as configured). A flat index is filled
-    batch by batch (the job holds the index and one batch); IVF trains on all vectors and HNSW links them in one
-    `add`, as before, so those two hold the vectors once besides the index."""
-    spec = smk.params.index
+def index_dense(vectors: str, spec: Mapping[str, Any], output: Path) -> None:
+    """Rule index_dense's work: unit_vectors → FAISS index (flat / IVF / HNSW, as `spec` says: retrieval.dense_index).
+    A flat index is filled batch by batch (the job holds the index and one batch); IVF trains on all vectors and HNSW
+    links them in one `add`, as before, so those two hold the vectors once besides the index."""
     params = {
         "flat": {},
         "ivf": {"nlist": spec["nlist"], "nprobe": spec["nprobe"]},
@@ -284,47 +275,39 @@ def index_dense(smk: Any) -> None:
     }[spec["kind"]]
     if spec["kind"] == "flat":
         index = None
-        for batch in vector_batches(smk.input.vectors):
+        for batch in vector_batches(vectors):
             if index is None:
                 index = build_index(batch[:0], "flat")
                 # the storage allocated once for every vector (grown, then emptied: a std::vector keeps its
                 # capacity), so no `add` reallocates it, which would hold the old and the new storage at once
-                index.codes.resize(table_rows(smk.input.vectors) * index.code_size)
+                index.codes.resize(table_rows(vectors) * index.code_size)
                 index.codes.resize(0)
             index.add(np.ascontiguousarray(batch))
         if index is None:
             index = build_index(np.zeros((0, 0), np.float32), "flat")
     else:
-        index = build_index(read_vectors(smk.input.vectors), spec["kind"], params)
-    save_index(index, Path(smk.output.index))
+        index = build_index(read_vectors(vectors), spec["kind"], params)
+    save_index(index, output)
 
 
-def retrieve_dense(smk: Any) -> None:
-    """Rule retrieve_dense: questions, their vectors, unit vectors (+ the index for global scope) → first-stage
-    RANKING. Global scope reads the unit ids and the index only: candidates are rescored with their vectors as the
-    index stores them (the very floats of unit_vectors), so the job holds the index, not a second copy of it."""
-    questions = read_table(smk.input.questions, QUESTIONS)
-    embedded = read_table(smk.input.question_vectors, QUESTION_VECTORS)
-    if embedded["qid"].to_list() != questions["qid"].to_list():
-        raise InputError(f"{smk.input.question_vectors} does not list the questions of {smk.input.questions} in order; rerun embed_units")
+def retrieve_dense(questions: str, question_vectors: str, vectors: str, index: str | None, scope: str,
+                   depth: int) -> tuple[pl.DataFrame, list[str]]:
+    """Rule retrieve_dense's work: questions, their vectors, unit vectors (+ the `index` for global scope) → the
+    first-stage RANKING and the questions with empty text. Global scope reads the unit ids and the index only:
+    candidates are rescored with their vectors as the index stores them (the very floats of unit_vectors), so the
+    job holds the index, not a second copy of it."""
+    asked = read_table(questions, QUESTIONS)
+    embedded = read_table(question_vectors, QUESTION_VECTORS)
+    if embedded["qid"].to_list() != asked["qid"].to_list():
+        raise InputError(f"{question_vectors} does not list the questions of {questions} in order; rerun embed_units")
     query_vectors = _vectors(embedded)
-    if smk.wildcards.scope == "global":
-        units = read_table(smk.input.vectors, UNIT_VECTORS, columns=["unit_id"])
-        unit_vectors, unit_groups, index = None, [], load_index(Path(smk.input.index))
+    if scope == "global":
+        units = read_table(vectors, UNIT_VECTORS, columns=["unit_id"])
+        unit_vectors, unit_groups, loaded = None, [], load_index(Path(index))
     else:
-        units = read_table(smk.input.vectors, UNIT_VECTORS, columns=["unit_id", "group_id"])
-        unit_vectors, unit_groups, index = read_vectors(smk.input.vectors), units["group_id"].to_list(), None
-    ranking, empty = search(
-        questions, query_vectors, units["unit_id"].to_list(), unit_groups, unit_vectors,
-        index, smk.params.depth, smk.wildcards.scope,
-    )
-    write_table(ranking, smk.output.ranking, RANKING)
-    log.info("dense %s: %d questions ranked, %d with empty text", smk.wildcards.scope, ranking["qid"].n_unique(), len(empty))
-
-
-def main(smk: Any) -> None:
-    {"embed_units": embed_units, "index_dense": index_dense, "retrieve_dense": retrieve_dense}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+        units = read_table(vectors, UNIT_VECTORS, columns=["unit_id", "group_id"])
+        unit_vectors, unit_groups, loaded = read_vectors(vectors), units["group_id"].to_list(), None
+    ranking, empty = search(asked, query_vectors, units["unit_id"].to_list(), unit_groups, unit_vectors, loaded,
+                            depth, scope)
+    log.info("dense %s: %d questions ranked, %d with empty text", scope, ranking["qid"].n_unique(), len(empty))
+    return ranking, empty

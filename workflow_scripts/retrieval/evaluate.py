@@ -10,20 +10,17 @@ Out: per-query metrics (qid, split, measure, value) and an aggregate summary per
 Semantics are trec_eval's with `-c`: a query with relevant qrels but an empty ranking scores 0. Questions with
 no relevant unit at all (e.g. unalignable evidence) are excluded from every metric and counted in the summary.
 The run's own order is what is evaluated: scores handed to ir-measures are derived from our ranks, so ties
-are never re-broken by the metric library.
+are never re-broken by the metric library. Plain functions; the rules' jobs are retrieval/jobs/evaluate_arm.py and
+retrieval_summary.py.
 """
 
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 import ir_measures
 import polars as pl
 
-from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
-from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, read_table
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
 
 log = logging.getLogger("ragfrontier.evaluate")
 
@@ -94,29 +91,13 @@ def markdown(table: pl.DataFrame) -> str:
     return header + "\n".join(cells) + "\n"
 
 
-def evaluate_arm(smk: Any) -> None:
-    run = read_table(smk.input.run, RUNS)
-    qrels = read_table(smk.input.qrels, QRELS)
-    splits = read_table(smk.input.splits, SPLITS)
-    measures = parse_measures(smk.params.measures)
+def evaluate_arm(run: pl.DataFrame, qrels: pl.DataFrame, splits: pl.DataFrame, measure_names: Iterable[str],
+                 arm: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """An arm's per-query metrics and their summary per split (questions without a relevant unit left out)."""
+    measures = parse_measures(measure_names)
     for message in level_warnings(measures, qrels):
         log.warning(message)
     metrics = per_query(run, qrels, measures)
     unjudged = splits.height - metrics["qid"].n_unique()
-    log.info("%s: %d questions without a relevant unit are excluded from the metrics", smk.wildcards.arm, unjudged)
-    write_parquet_atomic(metrics, smk.output.metrics)
-    write_parquet_atomic(summarize(metrics, splits, smk.wildcards.arm), smk.output.summary)
-
-
-def retrieval_summary(smk: Any) -> None:
-    table = summary_table([pl.read_parquet(path) for path in smk.input], smk.params.by_split)
-    write_text_atomic(table.write_csv(float_precision=6), smk.output.csv)
-    write_text_atomic(markdown(table), smk.output.markdown)
-
-
-def main(smk: Any) -> None:
-    {"evaluate_arm": evaluate_arm, "retrieval_summary": retrieval_summary}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    log.info("%s: %d questions without a relevant unit are excluded from the metrics", arm, unjudged)
+    return metrics, summarize(metrics, splits, arm)

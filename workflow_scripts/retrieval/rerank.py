@@ -39,18 +39,9 @@ import polars as pl
 
 from workflow_scripts.core import models
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
-from workflow_scripts.core.contracts import (
-    QUESTIONS,
-    RANKING,
-    RERANK_SCORES,
-    SCORE_CACHE,
-    UNITS,
-    read_table,
-    write_table,
-)
+from workflow_scripts.core.contracts import QUESTIONS, SCORE_CACHE, UNITS, read_table
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import own_rows, shard_of
+from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.retrieval.arms import candidates_from
 from workflow_scripts.retrieval.unit_text import unit_texts
@@ -212,23 +203,18 @@ def candidate_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str
     return pl.concat(pools).unique().sort(["qid", "unit_id"])
 
 
-def main(smk: Any) -> None:
-    """Rule rerank: score every candidate pair of the arms using this reranker, once."""
-    rankings = {key: read_table(path, RANKING) for key, path in smk.input.items() if key not in ("units", "questions")}
-    pairs = own_rows(candidate_pairs(smk.params.arms, rankings), "qid", shard_of(smk), "questions with candidates")
-    units = read_table(smk.input.units, UNITS, where=("unit_id", pairs["unit_id"].unique()))
-    texts = pl.DataFrame({"unit_id": units["unit_id"], "unit_text": unit_texts(units, smk.params.title)})
-    questions = read_table(smk.input.questions, QUESTIONS).select("qid", pl.col("text").alias("query"))
-    pairs = pairs.join(questions, on="qid").join(texts, on="unit_id")
-    spec = smk.params.reranker
-    scorer = load_scorer(
-        spec["kind"], spec["model"], Path(smk.params.model_cache), spec["device"], spec["max_passage_tokens"]
-    )
-    scored = score_pairs(pairs["query"].to_list(), pairs["unit_text"].to_list(), scorer, Path(smk.params.cache), spec["batch_size"])
+def rerank(name: str, spec: Mapping[str, Any], arms: Mapping[str, Mapping[str, Any]],
+           rankings: Mapping[str, pl.DataFrame], shard: Shard | None, units: str, questions: str, title: str,
+           model_cache: Path, cache: Path) -> pl.DataFrame:
+    """Rule rerank's work: reranker `name` (its config `spec`) scores every candidate pair of the `arms` that use it,
+    once (of the job's shard); RERANK_SCORES rows (qid, unit_id, rerank_score)."""
+    pairs = own_rows(candidate_pairs(arms, rankings), "qid", shard, "questions with candidates")
+    texts = read_table(units, UNITS, where=("unit_id", pairs["unit_id"].unique()))
+    texts = pl.DataFrame({"unit_id": texts["unit_id"], "unit_text": unit_texts(texts, title)})
+    queries = read_table(questions, QUESTIONS).select("qid", pl.col("text").alias("query"))
+    pairs = pairs.join(queries, on="qid").join(texts, on="unit_id")
+    scorer = load_scorer(spec["kind"], spec["model"], model_cache, spec["device"], spec["max_passage_tokens"])
+    scored = score_pairs(pairs["query"].to_list(), pairs["unit_text"].to_list(), scorer, cache, spec["batch_size"])
     table = pairs.select("qid", "unit_id").with_columns(pl.Series("rerank_score", scored.scores))
-    write_table(table, smk.output.scores, RERANK_SCORES)
-    log.info("%s: %d pairs, %d scored now, %d reused from the cache", smk.wildcards.reranker, len(table), scored.computed, scored.reused)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    log.info("%s: %d pairs, %d scored now, %d reused from the cache", name, len(table), scored.computed, scored.reused)
+    return table

@@ -50,19 +50,15 @@ import polars as pl
 from workflow_scripts.core import models
 from workflow_scripts.core.contracts import (
     STUDY_C_ANSWERS,
-    STUDY_C_QUERIES,
     STUDY_C_RUNS,
     UNIT_VECTORS,
     UNITS,
     frame,
     read_table,
-    write_table,
 )
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import own_rows, shard_of
+from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json
-from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import Template
 from workflow_scripts.retrieval import colbert, dense
 from workflow_scripts.retrieval.fusion import rrf
@@ -389,34 +385,26 @@ class DenseRetriever:
         return [hits.get(str(at), []) for at in range(len(texts))], [per_text] * len(texts)
 
 
-def retriever_for(smk: Any) -> Retriever:
-    if smk.wildcards.strategy == "colbert":
-        spec = smk.params.colbert
-        return colbert.Retriever(Path(smk.input.colbert_index), colbert.checkpoint_for(spec, smk.input.get("checkpoint")),
-                                 spec, spec["device"], Path(spec["extensions_dir"]))
-    embedder = models.sentence_transformer(smk.params.embedder["model"], device=smk.params.embedder["device"])
-    return DenseRetriever(embedder, read_table(smk.input.vectors, UNIT_VECTORS), dense.load_index(Path(smk.input.index)),
-                          Path(smk.params.embedding_cache))
+def retriever_for(strategy: str, colbert_spec: Mapping[str, Any] | None, colbert_index: str | None,
+                  checkpoint: str | None, embedder: Mapping[str, Any] | None, vectors: str | None, index: str | None,
+                  embedding_cache: Path) -> Retriever:
+    """The strategy's search: ColBERT PLAID over its index (colbert), else dense over the FAISS index."""
+    if strategy == "colbert":
+        return colbert.Retriever(Path(colbert_index), colbert.checkpoint_for(colbert_spec, checkpoint), colbert_spec,
+                                 colbert_spec["device"], Path(colbert_spec["extensions_dir"]))
+    model = models.sentence_transformer(embedder["model"], device=embedder["device"])
+    return DenseRetriever(model, read_table(vectors, UNIT_VECTORS), dense.load_index(Path(index)), embedding_cache)
 
 
-def strategy_rule(smk: Any) -> None:
-    queries = own_rows(read_table(smk.input.queries, STUDY_C_QUERIES).sort("qid"), "qid", shard_of(smk), "queries")
-    ctx = Context(
-        engine=llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator"),
-        cache=Path(smk.params.cache), templates=load_templates(smk.params.prompts), settings=smk.params.settings,
-        retriever=retriever_for(smk), doc_texts=UnitTexts(Path(smk.input.units)),
-    )
-    runs, answers = run_strategy(smk.wildcards.strategy, ctx, dict(zip(queries["qid"], queries["text"])))
-    write_table(runs, smk.output.run, STUDY_C_RUNS)
-    write_table(answers, smk.output.answers, STUDY_C_ANSWERS)
+def own_queries(queries: pl.DataFrame, shard: Shard | None) -> pl.DataFrame:
+    """The queries a job of the strategy answers, by qid (those of its shard)."""
+    return own_rows(queries.sort("qid"), "qid", shard, "queries")
+
+
+def strategy_tables(strategy: str, ctx: Context, queries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rule study_c_strategy's work: the strategy on `queries` (`own_queries`); its runs and answers."""
+    runs, answers = run_strategy(strategy, ctx, dict(zip(queries["qid"], queries["text"])))
     fallbacks = answers["fallback"].drop_nulls().value_counts().sort("fallback").rows()
-    log.info("%s: %d queries, %d searched, fallbacks %s, %d answer errors", smk.wildcards.strategy, answers.height,
+    log.info("%s: %d queries, %d searched, fallbacks %s, %d answer errors", strategy, answers.height,
              int(answers["searched"].sum()), dict(fallbacks), answers.filter(pl.col("answer_status") == "error").height)
-
-
-def main(smk: Any) -> None:
-    {"study_c_strategy": strategy_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    return runs, answers

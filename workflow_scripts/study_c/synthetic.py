@@ -29,14 +29,11 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_json_atomic
-from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, table_batches, table_rows, write_table
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import gather, owned, shard_of, shard_paths
+from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, table_batches, table_rows
+from workflow_scripts.core.shards import Shard, owned
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
-from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import normalized
+from workflow_scripts.llm.templates import Template, normalized
 
 log = logging.getLogger("ragfrontier.synthetic")
 
@@ -102,35 +99,35 @@ def synthesize(
     return rows, failures, obtained
 
 
-def queries_rule(smk: Any) -> None:
-    skipped_upstream = json.loads(Path(smk.input.report).read_text()).get("counts", {}).get(
+def synthetic_queries(units: str, ingest_report: str, papers_wanted: int, seed: int, shard: Shard | None,
+                      engine: llm.Engine, cache: Path, template: Template) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Rule study_c_queries' work: `papers_wanted` papers drawn from the units (seeded reservoir), of them the job's
+    shard's, each asked for a problem and a method query; the queries (STUDY_C_QUERIES, by qid) and the report."""
+    skipped_upstream = json.loads(Path(ingest_report).read_text()).get("counts", {}).get(
         "papers_without_abstract_skipped", 0)
-    papers_in_corpus = table_rows(smk.input.units)
-    sample = reservoir_sample((paper for batch in table_batches(smk.input.units, UNITS, columns=["unit_id", "title", "text"])
-                               for paper in batch.iter_rows(named=True)), smk.params.papers, smk.params.seed)
-    shard = shard_of(smk)  # sharded: the whole sample is drawn, then this job keeps its own papers
+    papers_in_corpus = table_rows(units)
+    sample = reservoir_sample((paper for batch in table_batches(units, UNITS, columns=["unit_id", "title", "text"])
+                               for paper in batch.iter_rows(named=True)), papers_wanted, seed)
+    # sharded: the whole sample is drawn, then this job keeps its own papers
     sample = [paper for paper, mine in zip(sample, owned([paper["unit_id"] for paper in sample], shard, "sampled papers"))
               if mine]
     failures = Counter({"empty_abstract": sum(1 for paper in sample if not paper["text"].strip())})
     papers = [paper for paper in sample if paper["text"].strip()]
-    template = load_templates(smk.params.prompts)["synthetic_queries"]
     requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})
                 for paper in papers]
-    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    replies = llm.generate(requests, engine, Path(smk.params.cache))
+    replies = llm.generate(requests, engine, cache)
     rows, parse_failures, obtained = synthesize(papers, replies, template.example_texts)
     failures.update(parse_failures)
-    write_table(frame(rows, STUDY_C_QUERIES).sort("qid"), smk.output.queries, STUDY_C_QUERIES)
     report = {
         "papers_in_corpus": papers_in_corpus, "papers_without_abstract_in_source": skipped_upstream,
         "papers_sampled": len(sample), "papers_succeeded": len(rows) // len(QUERY_TYPES),
         "queries": len(rows), "failures": {cause: failures[cause] for cause in CAUSES},
         "replies_used": dict(sorted(obtained.items())),
-        "seed": smk.params.seed,
+        "seed": seed,
     }
-    write_json_atomic(report, smk.output.report)
     log.info("synthetic queries: %d of %d sampled papers succeeded; failures %s", report["papers_succeeded"],
              len(sample), report["failures"])
+    return frame(rows, STUDY_C_QUERIES).sort("qid"), report
 
 
 SHARED_FIELDS = ("papers_in_corpus", "papers_without_abstract_in_source", "seed")  # the same in every shard's report
@@ -152,18 +149,3 @@ def merged_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "failures": {cause: sum(report["failures"][cause] for report in reports) for cause in CAUSES},
         "replies_used": dict(sorted(replies.items())), "seed": reports[0]["seed"],
     }
-
-
-def gather_rule(smk: Any) -> None:
-    """The gather of a sharded study_c_queries: the queries table through core/shards, the reports merged."""
-    gather(smk)
-    reports = [json.loads(path.read_text()) for path in shard_paths(smk, "report")]
-    write_json_atomic(merged_reports(reports), smk.output.report)
-
-
-def main(smk: Any) -> None:
-    {"study_c_queries": queries_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake, gather=gather_rule)  # noqa: F821 — injected by Snakemake's script directive

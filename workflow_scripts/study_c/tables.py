@@ -1,4 +1,4 @@
-"""Study C judging and tables: the Study C judge on every strategy's answers, then the study's tables plus cost.
+"""Study C's tables: what the judge sees of each answer, then the study's tables plus cost.
 
 In:  the synthetic queries (gold = the source paper), and per strategy its run (STUDY_C_RUNS), answers with costs
      (STUDY_C_ANSWERS) and Study C judgments (JUDGMENTS_C); the strategies in configured order (classic is the
@@ -27,33 +27,19 @@ Out (results/<dataset>/study_c/):
   cost.csv       per query: LLM calls, prompt and completion tokens, measured LLM, retrieval and total seconds, money
                  (when models.generator has prices);
                  share of queries that searched; fallbacks by cause.
-A cell with no queries is left empty (null), never 0.
+A cell with no queries is left empty (null), never 0. Plain functions; the rules' jobs (study_c/jobs/study_c_judge.py,
+study_c_tables.py) read the Snakemake job and write the files.
 """
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import (
-    JUDGMENTS_C,
-    SCORE_BASES,
-    STUDY_C_ANSWERS,
-    STUDY_C_METRICS,
-    STUDY_C_QUERIES,
-    STUDY_C_RUNS,
-    read_table,
-    write_table,
-)
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import own_rows, shard_of
+from workflow_scripts.core.contracts import SCORE_BASES, STUDY_C_METRICS
 from workflow_scripts.cost.ledger import money_of
 from workflow_scripts.judging import judges
-from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.routing.stats import group_bootstrap, group_permutation_test, win_tie_loss
 
 log = logging.getLogger("ragfrontier.study_c")
@@ -71,16 +57,12 @@ def hit_at(k: int) -> pl.Expr:
     return (pl.col("gold_rank") <= k).fill_null(False)
 
 
-def judge_rule(smk: Any) -> None:
-    queries = read_table(smk.input.queries, STUDY_C_QUERIES)
-    answers = own_rows(read_table(smk.input.answers, STUDY_C_ANSWERS), "qid", shard_of(smk), "answered queries")
-    answers = answers.filter(pl.col("answer_status") == "ok")
-    items = answers.join(queries, on="qid").select(
+def judge_items(queries: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame:
+    """What the Study C judge sees of each answered query: item_id (= qid), question, answer; failed answers are
+    not judged."""
+    answered = answers.filter(pl.col("answer_status") == "ok")
+    return answered.join(queries, on="qid").select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer").sort("item_id")
-    engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
-    templates = load_templates(smk.params.prompts)
-    table = judges.judge(judges.STUDY_C, items, engine, Path(smk.params.cache), templates, smk.params.max_reasks)
-    write_table(table, smk.output.judgments, JUDGMENTS_C)
 
 
 def verdict_columns(scoring: str) -> list[pl.Expr]:
@@ -260,35 +242,24 @@ TITLES = {
 }
 
 
-def tables_rule(smk: Any) -> None:
-    strategies = list(smk.params.strategies)
-    queries = read_table(smk.input.queries, STUDY_C_QUERIES)
-    table = per_query(
-        queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
-        [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
-        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments], smk.params.scoring,
-    )
-    boot = smk.params.bootstrap
+def study_tables(queries: pl.DataFrame, strategies: Sequence[str], runs: Sequence[pl.DataFrame],
+                 answers: Sequence[pl.DataFrame], judgments: Sequence[pl.DataFrame], scoring: str,
+                 bootstrap: Mapping[str, Any], prices: Mapping[str, Any] | None) -> dict[str, pl.DataFrame]:
+    """Every table of the study (see the module docstring), by name (the keys of `TITLES`)."""
+    table = per_query(queries, strategies, runs, answers, judgments, scoring)
     quality_table = quality(table, strategies)
-    results = {
+    resamples, confidence, seed = bootstrap["resamples"], bootstrap["confidence"], bootstrap["seed"]
+    return {
         "quality": quality_table, "retrieval": retrieval(table, strategies),
-        "paired": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"]),
-        "paired_retrieval": paired(table, strategies, boot["resamples"], boot["confidence"], boot["seed"],
-                                   measure=f"hit_at_{HIT_CUTOFF}"),
+        "paired": paired(table, strategies, resamples, confidence, seed),
+        "paired_retrieval": paired(table, strategies, resamples, confidence, seed, measure=f"hit_at_{HIT_CUTOFF}"),
         "gold": gold(table, strategies), "gap": gap(quality_table, strategies),
-        "cost": cost(table, strategies, smk.params.prices),
+        "cost": cost(table, strategies, prices),
     }
-    for name, result in results.items():
-        write_text_atomic(result.write_csv(float_precision=4), smk.output[name])
+
+
+def report(queries: pl.DataFrame, strategies: Sequence[str], results: Mapping[str, pl.DataFrame]) -> str:
+    """tables/report.md: every table as Markdown under its title."""
     header = (f"## Study C tables: {queries['paper_id'].n_unique()} papers, {queries.height} queries, strategies "
               f"{', '.join(strategies)}\n\n")
-    write_text_atomic(header + "\n".join(markdown(TITLES[name], result) for name, result in results.items()),
-                      smk.output.report)
-
-
-def main(smk: Any) -> None:
-    {"study_c_judge": judge_rule, "study_c_tables": tables_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+    return header + "\n".join(markdown(TITLES[name], result) for name, result in results.items())

@@ -1,4 +1,4 @@
-"""Answer stage: generate each policy's answers from its retrieved units, judge them, and compare the policies.
+"""Answering: each policy's questions, evidence and requests, the judges' items, and the policies compared.
 
 In:  questions, splits and units; for a retrieval policy its arm's run (the top-K units, in rank order, are the
      evidence); the generator and judge configs (`models.generator`, `models.judge`) and the prompt templates.
@@ -20,17 +20,16 @@ Out (results/<dataset>/answers/):
                                   probability-weighted by default, else the values the judge wrote;
 - comparisons.csv                 paired differences of correctness (as read above) vs the first policy, bootstrap
                                   over groups.
-Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts.
+Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts. Plain
+functions; the rules' jobs (answers/jobs/<rule>.py) read the Snakemake job and write the tables.
 """
 
 import logging
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import (
     COMPARISONS,
     GENERATIONS,
@@ -42,14 +41,12 @@ from workflow_scripts.core.contracts import (
     SPLITS,
     UNITS,
     read_table,
-    write_table,
 )
-from workflow_scripts.core.runtime import run_job
-from workflow_scripts.core.shards import own_rows, shard_of
+from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
-from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.llm.templates import Template
 from workflow_scripts.routing.stats import compare_policies
 
 log = logging.getLogger("ragfrontier.answer")
@@ -57,52 +54,43 @@ log = logging.getLogger("ragfrontier.answer")
 JUDGES = {"study_a": judges.STUDY_A, "study_c": judges.STUDY_C}
 
 
-def answered_questions(smk: Any) -> pl.DataFrame:
-    """The questions of the configured splits (of the job's shard): qid, group_id, text, answers."""
-    splits = read_table(smk.input.splits, SPLITS).filter(pl.col("split").is_in(smk.params.splits))
-    questions = read_table(smk.input.questions, QUESTIONS).select("qid", "text", "answers")
-    questions = questions.join(splits.select("qid", "group_id"), on="qid").sort("qid")
-    return own_rows(questions, "qid", shard_of(smk), "questions")
+def answered_questions(questions: str, splits: str, answered: Sequence[str], shard: Shard | None) -> pl.DataFrame:
+    """The questions of the `answered` splits (of the job's shard): qid, group_id, text, answers."""
+    table = read_table(splits, SPLITS).filter(pl.col("split").is_in(answered))
+    texts = read_table(questions, QUESTIONS).select("qid", "text", "answers")
+    texts = texts.join(table.select("qid", "group_id"), on="qid").sort("qid")
+    return own_rows(texts, "qid", shard, "questions")
 
 
-def evidence(smk: Any, questions: pl.DataFrame) -> dict[str, tuple[str, ...]]:
-    """qid → the policy's evidence texts in rank order (none for closed_book)."""
-    if smk.wildcards.policy == CLOSED_BOOK:
+def evidence(policy: str, questions: pl.DataFrame, run: str | None, units: str | None) -> dict[str, tuple[str, ...]]:
+    """qid → the policy's evidence texts in rank order, from its arm's `run` and the `units` (none for closed_book)."""
+    if policy == CLOSED_BOOK:
         return {qid: () for qid in questions["qid"]}
-    run = read_table(smk.input.run, RUNS).filter(pl.col("qid").is_in(questions["qid"].implode()))
-    units = read_table(smk.input.units, UNITS, where=("unit_id", run["unit_id"].unique()))
-    run = run.join(units.select("unit_id", "text"), on="unit_id")
-    texts = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
-    shown = dict(zip(texts["qid"], texts["text"].to_list()))
+    ranked = read_table(run, RUNS).filter(pl.col("qid").is_in(questions["qid"].implode()))
+    texts = read_table(units, UNITS, where=("unit_id", ranked["unit_id"].unique()))
+    ranked = ranked.join(texts.select("unit_id", "text"), on="unit_id")
+    grouped = ranked.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
+    shown = dict(zip(grouped["qid"], grouped["text"].to_list()))
     return {qid: tuple(shown.get(qid, [])) for qid in questions["qid"]}
 
 
-def generate_rule(smk: Any) -> None:
-    questions = answered_questions(smk)
-    shown = evidence(smk, questions)
-    templates = load_templates(smk.params.prompts)
-    (name,) = ANSWER_TEMPLATES[CLOSED_BOOK if smk.wildcards.policy == CLOSED_BOOK else "retrieval"]
-    template = templates[name]
-    requests = [llm.Request(qid, template, {"question": text}, shown[qid]) for qid, text in questions.select("qid", "text").iter_rows()]
-    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, GENERATIONS)
+def answer_requests(policy: str, questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]],
+                    templates: Mapping[str, Template]) -> list[llm.Request]:
+    """One request per question: the policy's answer template (closed-book or with evidence) and its evidence."""
+    (name,) = ANSWER_TEMPLATES[CLOSED_BOOK if policy == CLOSED_BOOK else "retrieval"]
+    return [llm.Request(qid, templates[name], {"question": text}, shown[qid])
+            for qid, text in questions.select("qid", "text").iter_rows()]
 
 
-def judge_rule(smk: Any) -> None:
-    questions = answered_questions(smk)
-    shown = evidence(smk, questions)
-    answers = read_table(smk.input.answers, GENERATIONS).filter(pl.col("status") == "ok")
-    items = questions.join(answers.select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
-    items = items.select(
+def judge_items(questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]], answers: str) -> pl.DataFrame:
+    """What the judges see of each answered question: item_id, question, answer, references, evidence (an answer
+    whose generation failed is not judged)."""
+    texts = read_table(answers, GENERATIONS).filter(pl.col("status") == "ok")
+    items = questions.join(texts.select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
+    return items.select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer", pl.col("answers").alias("references"),
         pl.Series("evidence", [list(shown[qid]) for qid in items["qid"]], dtype=pl.List(pl.String)),
     )
-    templates = load_templates(smk.params.prompts)
-    engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
-    for name, path in (("study_a", smk.output.study_a), ("study_c", smk.output.study_c)):
-        spec = JUDGES[name]
-        write_table(judges.judge(spec, items, engine, Path(smk.params.cache), templates, smk.params.max_reasks), path, spec.contract)
-
 
 def policy_table(policies: Sequence[str], study_a: Sequence[str], study_c: Sequence[str],
                  scoring: str = "expected") -> pl.DataFrame:
@@ -160,27 +148,15 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
     ])
 
 
-def summary_rule(smk: Any) -> None:
-    policies = list(smk.params.policies)
-    table = policy_table(policies, smk.input.study_a, smk.input.study_c, smk.params.scoring)
-    write_text_atomic(summarize(table, policies).write_csv(float_precision=4), smk.output.summary)
-    groups = read_table(smk.input.splits, SPLITS).select("qid", "group_id")
+def comparisons(table: pl.DataFrame, policies: Sequence[str], splits: str, bootstrap: Mapping[str, Any],
+                seed: int) -> pl.DataFrame:
+    """Paired differences of correctness of every policy vs the first, bootstrap over groups (COMPARISONS; no rows
+    when no question was judged under every policy)."""
+    groups = read_table(splits, SPLITS).select("qid", "group_id")
     wide = table.pivot(on="policy", index="qid", values="correctness").drop_nulls().join(groups, on="qid")
     pairs = [(policy, policies[0]) for policy in policies[1:]]
-    if pairs and wide.height:
-        boot = smk.params.bootstrap
-        comparisons = compare_policies(wide.with_columns(pl.col(policies).cast(pl.Float64)), pairs, B=boot["resamples"],
-                                       seed=smk.params.seed, method=boot["method"], confidence=boot["confidence"])
-        text = comparisons.write_csv(float_precision=4)
-    else:
-        text = ",".join(COMPARISONS.columns) + "\n"
+    if not (pairs and wide.height):
         log.warning("no question was judged under every policy: no paired comparison")
-    write_text_atomic(text, smk.output.comparisons)
-
-
-def main(smk: Any) -> None:
-    {"generate_answers": generate_rule, "judge_answers": judge_rule, "answer_summary": summary_rule}[smk.rule](smk)
-
-
-if __name__ == "__main__":
-    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
+        return pl.DataFrame(schema=COMPARISONS.schema)
+    return compare_policies(wide.with_columns(pl.col(policies).cast(pl.Float64)), pairs, B=bootstrap["resamples"],
+                            seed=seed, method=bootstrap["method"], confidence=bootstrap["confidence"])

@@ -1,0 +1,28 @@
+"""Rule generate_answers (per dataset and policy, or per shard of it): the generator's answer to each question.
+
+In:  the questions, splits and, for a retrieval policy, its arm's run and the units; params: the generator block,
+     prompt overrides, the splits answered, the LLM and model caches.
+Out: results/<dataset>/answers/<policy>.parquet (GENERATIONS, request_id = qid).
+"""
+
+from pathlib import Path
+from typing import Any
+
+from workflow_scripts.answers import answering
+from workflow_scripts.core.contracts import GENERATIONS, write_table
+from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.rendering import load_templates
+
+
+def main(smk: Any) -> None:
+    policy = smk.wildcards.policy
+    questions = answering.answered_questions(smk.input.questions, smk.input.splits, smk.params.splits, shard_of(smk))
+    shown = answering.evidence(policy, questions, smk.input.get("run"), smk.input.get("units"))
+    requests = answering.answer_requests(policy, questions, shown, load_templates(smk.params.prompts))
+    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
+    write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, GENERATIONS)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,23 @@
+"""Rule retrieval_summary (per dataset): every arm's metric summary in one table (retrieval/evaluate.py).
+
+In:  every arm's summary; params: whether the per-split rows are kept (the runs feed routing or answers).
+Out: results/<dataset>/metrics/summary.csv and summary.md.
+"""
+
+from typing import Any
+
+import polars as pl
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.retrieval.evaluate import markdown, summary_table
+
+
+def main(smk: Any) -> None:
+    table = summary_table([pl.read_parquet(path) for path in smk.input], smk.params.by_split)
+    write_text_atomic(table.write_csv(float_precision=6), smk.output.csv)
+    write_text_atomic(markdown(table), smk.output.markdown)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

@@ -1,0 +1,38 @@
+"""Rule study_c_queries (per dataset, or per shard of it): a problem and a method query per sampled paper
+(study_c/synthetic.py); its gather also merges the shards' reports.
+
+In:  the units and the ingest report; params: study_c.papers, study_c.seed, the generator block, prompt overrides,
+     the LLM and model caches.
+Out: results/<dataset>/study_c/queries.parquet (STUDY_C_QUERIES) and its JSON report.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from workflow_scripts.core.atomic import write_json_atomic
+from workflow_scripts.core.contracts import STUDY_C_QUERIES, write_table
+from workflow_scripts.core.runtime import gather_job, run_job, shard_of, shard_paths
+from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.rendering import load_templates
+from workflow_scripts.study_c.synthetic import merged_reports, synthetic_queries
+
+
+def main(smk: Any) -> None:
+    template = load_templates(smk.params.prompts)["synthetic_queries"]
+    engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
+    table, report = synthetic_queries(smk.input.units, smk.input.report, smk.params.papers, smk.params.seed,
+                                      shard_of(smk), engine, Path(smk.params.cache), template)
+    write_table(table, smk.output.queries, STUDY_C_QUERIES)
+    write_json_atomic(report, smk.output.report)
+
+
+def gather(smk: Any) -> None:
+    """The gather of a sharded study_c_queries: the queries table through core/shards, the reports merged."""
+    gather_job(smk)
+    reports = [json.loads(path.read_text()) for path in shard_paths(smk, "report")]
+    write_json_atomic(merged_reports(reports), smk.output.report)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake, gather)  # noqa: F821 — injected by Snakemake's script directive

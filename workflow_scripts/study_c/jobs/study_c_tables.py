@@ -1,0 +1,31 @@
+"""Rule study_c_tables (per dataset): every strategy's retrieval, judged quality, paired differences and cost.
+
+In:  the synthetic queries and per strategy its run, answers and judgments; params: the strategies in order (classic
+     first), study_c.bootstrap, judging.scoring, models.generator.prices.
+Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/tables.py).
+"""
+
+from typing import Any
+
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS, read_table
+from workflow_scripts.core.runtime import run_job
+from workflow_scripts.study_c import tables
+
+
+def main(smk: Any) -> None:
+    strategies = list(smk.params.strategies)
+    queries = read_table(smk.input.queries, STUDY_C_QUERIES)
+    results = tables.study_tables(
+        queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
+        [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
+        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments], smk.params.scoring, smk.params.bootstrap,
+        smk.params.prices,
+    )
+    for name, result in results.items():
+        write_text_atomic(result.write_csv(float_precision=4), smk.output[name])
+    write_text_atomic(tables.report(queries, strategies, results), smk.output.report)
+
+
+if __name__ == "__main__":
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive
