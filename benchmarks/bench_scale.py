@@ -472,9 +472,12 @@ def rule_main(module: Any, rule: str) -> Callable[[Any], None]:
     import importlib
 
     package = module.__name__.rsplit(".", 1)[0]
+    name = f"{package}.jobs.{rule}"
     try:
-        return importlib.import_module(f"{package}.jobs.{rule}").main
-    except ModuleNotFoundError:
+        return importlib.import_module(name).main
+    except ModuleNotFoundError as missing:
+        if missing.name not in (name, f"{package}.jobs"):  # the job module exists but an import of its own failed
+            raise
         return module.main
 
 

@@ -103,3 +103,20 @@ def test_batch_is_for_the_openai_backend_and_a_server_without_the_batch_api_is_n
         with pytest.raises(InputError, match=r"models.generator.batch: the server at .* refused a files / batches call "
                                              r"\(HTTP 404: Not Found\); set models.generator.batch: false"):
             llm.generate(requests("one?"), engine(url, tmp_path, batch=True), tmp_path / "c")
+
+
+def test_a_pending_batch_is_recorded_per_server_and_content(tmp_path):
+    content = openai_batch.batch_file([{"model": "m", "messages": []}], "/v1/chat/completions")
+    one = openai_batch.state_path(tmp_path, content, "http://a:8000/v1")
+    assert one == openai_batch.state_path(tmp_path, content, "http://a:8000/v1")
+    assert one != openai_batch.state_path(tmp_path, content, "http://b:8000/v1"), "another server: another batch"
+    assert one != openai_batch.state_path(tmp_path, content + content, "http://a:8000/v1")
+
+
+def test_output_lines_naming_no_request_of_the_batch_are_ignored():
+    good = {"custom_id": "request-0", "response": {"status_code": 200, "body": {"x": 1}}}
+    strays = [{"custom_id": name, "response": {"status_code": 200, "body": {"x": 2}}}
+              for name in ("request-7", "request-x", ["request-0"], None)]
+    text = "\n".join(json.dumps(entry) for entry in [good, *strays])
+    outcomes = openai_batch.read_output([text], 2, lambda index, body: llm.Outcome(text=str(body["x"])), "batch b")
+    assert outcomes[0].text == "1" and outcomes[1].error == "batch b: its output has no line for request-1"

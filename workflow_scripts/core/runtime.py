@@ -62,7 +62,7 @@ def shard_paths(smk: Any, key: str) -> list[Path]:
 def gather_job(smk: Any) -> None:
     """The gather job of a stage whose outputs are all contract tables (core/shards.gather)."""
     tables = smk.params.tables
-    gather({key: order for key, order in tables.items()}, {key: shard_paths(smk, key) for key in tables},
+    gather(tables, {key: shard_paths(smk, key) for key in tables},
            dict(smk.input.items()), dict(smk.output.items()))
 
 

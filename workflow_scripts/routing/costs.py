@@ -86,11 +86,14 @@ def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers
         for column in MEASURES:
             held = heldout.join(off.select("qid", pl.col(column).alias("metric_off")), on="qid").join(
                 on.select("qid", pl.col(column).alias("metric_on")), on="qid")
-            known = held.filter(pl.col("metric_off").is_not_null() & pl.col("metric_on").is_not_null()).height == held.height
-            table = frontier_table(calibration, held.fill_null(0.0), budgets["grid"], budgets["delta"])
-            # money of an unpriced model is unknown: the points stay, their money is null
-            value = pl.col("accuracy") if known else pl.lit(None, dtype=pl.Float64)
-            measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"), value.alias(column))
+            if measured and held.filter(pl.col("metric_off").is_null() | pl.col("metric_on").is_null()).height:
+                # money of an unpriced model is unknown: the points (those of the seconds, always known) stay, null
+                measured[column] = measured[MEASURES[0]].select(
+                    "frontier", "budget", "recomputed", pl.lit(None, dtype=pl.Float64).alias(column))
+                continue
+            table = frontier_table(calibration, held, budgets["grid"], budgets["delta"])
+            measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"),
+                                            pl.col("accuracy").alias(column))
         points = frontiers.filter(pl.col("router") == router).select("router", "frontier", "budget", "usage", "accuracy")
         joined = points.join(measured["seconds"], on=["frontier", "budget"])
         for column in MEASURES[1:]:

@@ -57,6 +57,7 @@ def read_output(texts: Sequence[str], count: int, parse: Callable[[int, Mapping[
     """The `count` Outcomes of a batch from its output and error files' texts (JSONL): `parse(index, body)` reads a
     200 reply; `where` names the batch in the error of a request no line answers."""
     found: dict[str, Outcome] = {}
+    indices = {custom_id(index): index for index in range(count)}
     for text in texts:
         for line in text.splitlines():
             if not line.strip():
@@ -64,9 +65,10 @@ def read_output(texts: Sequence[str], count: int, parse: Callable[[int, Mapping[
             entry = json.loads(line)
             response = entry.get("response") or {}
             status, body, error = response.get("status_code", 200), response.get("body"), entry.get("error")
-            index = _index(entry.get("custom_id"))
-            if index is None or index >= count:
-                log.warning("%s: an output line names an unknown request %r; ignored", where, entry.get("custom_id"))
+            name = entry.get("custom_id")
+            index = indices.get(name) if isinstance(name, str) else None
+            if index is None:
+                log.warning("%s: an output line names an unknown request %r; ignored", where, name)
                 continue
             if error is None and status == 200 and isinstance(body, Mapping):
                 try:
@@ -77,13 +79,6 @@ def read_output(texts: Sequence[str], count: int, parse: Callable[[int, Mapping[
                 found[entry["custom_id"]] = Outcome(error=f"HTTP {status} in {where}: {_reason(error, body)[:200]}")
     return [found.get(custom_id(index)) or Outcome(error=f"{where}: its output has no line for {custom_id(index)}")
             for index in range(count)]
-
-
-def _index(name: Any) -> int | None:
-    prefix = custom_id(0)[:-1]
-    if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].isdigit():
-        return int(name[len(prefix):])
-    return None
 
 
 def _reason(error: Any, body: Any) -> str:
@@ -97,8 +92,11 @@ def _reason(error: Any, body: Any) -> str:
     return "no reason given"
 
 
-def state_path(folder: Path, content: str) -> Path:
-    return Path(folder) / STATE_FOLDER / f"{hashlib.sha256(content.encode()).hexdigest()}.json"
+def state_path(folder: Path, content: str, base_url: str) -> Path:
+    """Where a pending batch of `content` sent to the server at `base_url` is recorded (the file names the model in
+    every body; the same requests sent to another server are another batch)."""
+    key = hashlib.sha256(f"{base_url}\n{content}".encode()).hexdigest()
+    return Path(folder) / STATE_FOLDER / f"{key}.json"
 
 
 def submit_or_resume(client: openai.OpenAI, content: str, url: str, state: Path, where: str) -> str:
@@ -132,7 +130,7 @@ def run(client: openai.OpenAI, bodies: Sequence[Mapping[str, Any]], url: str, st
     """One batch of `bodies` to `url`, from submission (or resumption) to its Outcomes (see the module docstring)."""
     started = time.perf_counter()
     content = batch_file(bodies, url)
-    state = state_path(state_folder, content)
+    state = state_path(state_folder, content, str(client.base_url))
     batch_id = submit_or_resume(client, content, url, state, where)
     batch = wait(client, batch_id, poll_s, where)
     name = f"batch {batch_id}"
