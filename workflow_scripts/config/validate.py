@@ -18,7 +18,8 @@ from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
-from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORERS, is_closed_book_pair
+from workflow_scripts.core.contracts import FEATURE_FAMILY
+from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORE_ROUTERS, SCORERS, is_closed_book_pair
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 
@@ -195,7 +196,7 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
     return problems
 
 
-ROUTER_FAMILIES = {"entropy": "uncertainty", "min_confidence": "uncertainty", "bm25_top": "retrieval_score"}
+ROUTER_FAMILIES = {kind: FEATURE_FAMILY[feature] for kind, (feature, _) in SCORE_ROUTERS.items()}  # what each reads
 FAMILY_STAGES = {"uncertainty": "closed-book generation", "retrieval_score": "BM25 probe"}
 
 

@@ -28,7 +28,7 @@ import polars as pl
 
 from workflow_scripts.core.atomic import atomic_file, write_parquet_atomic
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import SPLIT_ORDER
+from workflow_scripts.core.vocabulary import BACKENDS, BOOTSTRAP_METHODS, SPLIT_ORDER
 
 
 class ContractError(InputError):
@@ -217,7 +217,6 @@ SCORE_CACHE = Contract(
 
 # --- Generation (llm/engine.py): the LLM cache and one row per generated request
 
-BACKENDS = ("transformers", "openai", "vllm")
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")  # an LLM call's usage, priced by models.<role>.prices
 
 TOKEN_STEP = pl.Struct({
@@ -495,8 +494,6 @@ AUDIT = Contract(
 
 # --- Paired comparisons (routing/stats.py): group-bootstrap intervals and win / tie / loss shares
 
-METHODS = ("percentile", "bca")
-
 COMPARISONS = Contract(
     name="comparisons",
     columns={
@@ -518,7 +515,7 @@ COMPARISONS = Contract(
         "loss": Column(pl.Float64()),
     },
     key=("a", "b"),
-    enums={"method": frozenset(METHODS)},
+    enums={"method": frozenset(BOOTSTRAP_METHODS)},
 )
 
 

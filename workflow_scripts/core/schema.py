@@ -5,7 +5,8 @@ In:  a config dict, or one block of it checked on its own (an LLM block given to
 Out: one line per problem (`problem_lines`, `schema_problems` for a block): the key (as a dotted path), the value
      found and what the schema allows there (`describe`); `with_defaults` makes a validator class that also fills in
      the schema's defaults. A key the schema retired (`{not: {}, removed: "why, and what replaces it"}`) is refused
-     with that text, and left out of the allowed keys listed for a misspelt one.
+     with that text, and left out of the allowed keys listed for a misspelt one. An enumeration is written once, in
+     core/vocabulary.py: the schema names it (`x-enum: <name>`) and `load_schema` fills in its values.
 
 This is the mechanism of `snakemake.utils.validate` (Draft 2020-12, defaults filled in), with messages instead of a
 dump of the schema. It imports no stage, so any stage can check a block against the schema here.
@@ -22,11 +23,32 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator, validators
 
+from workflow_scripts.core import vocabulary
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+ENUM_MARKER = "x-enum"
 
 
 def load_schema() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    """The config schema with its `x-enum` markers replaced by the enumerations of core/vocabulary.py."""
+    return fill_enumerations(yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8")), vocabulary.enumerations())
+
+
+def fill_enumerations(node: Any, enumerations: dict[str, tuple]) -> Any:
+    """`node` with every `{x-enum: name}` replaced by `{enum: [the values of name]}` (in place)."""
+    if isinstance(node, dict):
+        if ENUM_MARKER in node:
+            name = node.pop(ENUM_MARKER)
+            if name not in enumerations:
+                raise KeyError(f"{SCHEMA_PATH.name}: x-enum '{name}' names no enumeration of core/vocabulary.py "
+                               f"({sorted(enumerations)})")
+            node["enum"] = list(enumerations[name])
+        for value in node.values():
+            fill_enumerations(value, enumerations)
+    elif isinstance(node, list):
+        for value in node:
+            fill_enumerations(value, enumerations)
+    return node
 
 
 def with_defaults(validator_class: type) -> type:

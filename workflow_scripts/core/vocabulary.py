@@ -1,12 +1,32 @@
-"""The names every stage shares, defined once: scopes, splits, policies, scorers, judges and what
-each LLM job renders. The rules (`rules/*.smk`), the config checker and the stage modules import them from here.
+"""The names every stage shares, defined once: the config's enumerations (formats, devices, backends, first stages,
+scopes, index and reranker kinds, routers, feature families, splits, strategies ...), policies, scorers, judges and
+what each LLM job renders. The rules (`rules/*.smk`), the config schema, the config checker and the stage modules
+read them from here.
 
 In:  nothing (constants only; importing this module costs nothing, so the Snakefile may).
-Out: the tuples and mappings below.
+Out: the tuples and mappings below; `enumerations()` names the ones the config schema's `x-enum` markers take
+     (core/schema.load_schema fills them in, so a value is added here and nowhere else; each stage's dispatch table
+     is keyed by the same tuple, checked in tests/test_layout.py).
 """
 
+# --- Ingest (ingest/adapters/registry.py: each format's loader; trec.py and pool.py: their file formats)
+DATASET_FORMATS = ("qasper", "beir", "trec", "pool_tsv", "hotpotqa", "ircot", "musique", "twowiki", "unarxive",
+                   "arxiv_metadata")
+COLLECTION_FORMATS = ("html_tar", "smart")  # trec: html_tar (CACM), smart (Cranfield)
+TOPIC_FORMATS = ("cacm", "smart", "tsv")
+TREC_QRELS_FORMATS = ("trec", "cranfield")
+POOL_QRELS_FORMATS = ("trec", "json")
+
+# --- Models
+DEVICES = ("cpu", "cuda")
+BACKENDS = ("transformers", "openai", "vllm")  # an LLM block's backend (llm/engine.LOADERS)
+
 # --- Retrieval
+FIRST_STAGES = ("bm25", "dense", "hybrid")  # an arm's first stage (retrieval/arms.py); hybrid: BM25 + dense, RRF
 SCOPES = ("global", "group")  # global: the whole corpus; group: the question's own paper or candidate paragraphs
+TITLE_MODES = ("prepend", "ignore")  # a unit's title in its indexed text (retrieval/unit_text.py)
+DENSE_INDEX_KINDS = ("flat", "ivf", "hnsw")  # FAISS index kinds (retrieval/dense.INDEX_PARAMS)
+RERANKER_KINDS = ("cross_encoder", "bi_encoder", "llm_pointwise")  # retrieval/rerank.load_scorer
 
 
 def ranking_name(method: str, scope: str) -> str:
@@ -31,11 +51,24 @@ def is_closed_book_pair(pair: dict) -> bool:
 # what a routing pair's held-out table compares: never switch, always switch, switch when the router fires
 OFF, ALWAYS_ON, ADAPTIVE = "off", "always_on", "adaptive"
 
+# --- Routers (routing/routers.py) and the feature families they read (routing/features.py)
+FEATURE_FAMILIES = ("base_arm", "query_only", "retrieval_score", "uncertainty")
+LEARNED_ROUTERS = ("ridge", "bur_linear", "bur_gbm")  # fitted on a pair's features
+# one-feature baselines: the feature and its sign (the router fires on high sign × feature)
+SCORE_ROUTERS = {"entropy": ("unc_entropy", 1.0), "min_confidence": ("unc_min_prob", -1.0), "bm25_top": ("bm25_top1", 1.0)}
+CONTROL_ROUTERS = ("random", "always", "never")  # read no feature
+ROUTER_KINDS = LEARNED_ROUTERS + tuple(SCORE_ROUTERS) + CONTROL_ROUTERS
+
+# --- Statistics and cost
+BOOTSTRAP_METHODS = ("percentile", "bca")  # routing/stats.group_bootstrap
+COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs, per query (cost/pricing.py)
+
 # --- Deterministic answer scorers (judging/metrics.py): Study B's correct(with) − correct(without)
 SCORERS = ("em", "f1", "contains")
 
 # --- LLM judges: the judgments table suffix and the template each renders
 JUDGES = ("study_a", "study_c")
+JUDGE_SCORINGS = ("expected", "argmax")  # a judge's score: the expectation over its choices, or the top choice
 
 # --- Prompt templates each LLM job renders: its rule receives only these templates' overrides (prompts.<name>),
 # so editing one template reruns only the jobs that render it.
@@ -55,6 +88,7 @@ STRATEGY_TEMPLATES = {
     "tool_call": ("tool_call", "tool_answer", "answer_rag"),
     "colbert": ("answer_rag",),
 }
+STRATEGIES = tuple(STRATEGY_TEMPLATES)
 STRATEGY_SETTINGS = {
     "classic": ("top_k", "max_new_tokens"),
     "rephrased": ("top_k", "max_new_tokens"),
@@ -63,3 +97,15 @@ STRATEGY_SETTINGS = {
     "tool_call": ("top_k", "max_new_tokens"),
     "colbert": ("top_k", "max_new_tokens"),  # and the `colbert` block, as the index rules
 }
+
+
+def enumerations() -> dict[str, tuple]:
+    """The enumerations the config schema's `x-enum: <name>` markers take, read when the schema is loaded."""
+    return {
+        "dataset_formats": DATASET_FORMATS, "collection_formats": COLLECTION_FORMATS, "topic_formats": TOPIC_FORMATS,
+        "trec_qrels_formats": TREC_QRELS_FORMATS, "pool_qrels_formats": POOL_QRELS_FORMATS, "devices": DEVICES,
+        "backends": BACKENDS, "first_stages": FIRST_STAGES, "scopes": SCOPES, "title_modes": TITLE_MODES,
+        "dense_index_kinds": DENSE_INDEX_KINDS, "reranker_kinds": RERANKER_KINDS, "feature_families": FEATURE_FAMILIES,
+        "router_kinds": ROUTER_KINDS, "bootstrap_methods": BOOTSTRAP_METHODS, "cost_measures": COST_MEASURES,
+        "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "splits": SPLIT_ORDER, "strategies": STRATEGIES,
+    }

@@ -1,5 +1,5 @@
 """Pricing a routing pair's policies from the ledger: what a router pays before deciding, when it does not fire and
-when it fires, per held-out question, in seconds, token-equivalents and money (`MEASURES`).
+when it fires, per held-out question, in seconds, token-equivalents and money (`COST_MEASURES`).
 
 In:  the dataset's ledger (cost/ledger.py) plus the rows of the pair's own stages, `costs.prices`, `costs.reuse`, the
      pair's config and arms, and the first-stage rankings of its reranked arms (to count reranker candidates).
@@ -20,10 +20,9 @@ import polars as pl
 
 from workflow_scripts.core.contracts import COST_LEDGER, RANKING, conform, read_table
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import COST_MEASURES
 from workflow_scripts.cost.ledger import stage_rows
 from workflow_scripts.retrieval.arms import candidates_from, first_stages
-
-MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs, per query
 
 
 def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFrame:
@@ -37,7 +36,7 @@ def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFr
 
 
 class Costs:
-    """Per-query cost (`MEASURES`) of named units of work on a fixed set of queries.
+    """Per-query cost (`COST_MEASURES`) of named units of work on a fixed set of queries.
 
     A unit is ("stage", stage, component) — a ledger entry — or ("pairs", arm, base_arm_or_None): the arm's
     reranker candidates, all of them or only those the base arm did not already score.
@@ -58,18 +57,18 @@ class Costs:
         if missing.height:
             raise InputError(f"route costs: no measured '{stage}' cost for '{component}' on {missing.height} of the "
                              f"questions costed (e.g. {missing['qid'][0]!r}); {fix}")
-        return found.select("qid", *MEASURES, pl.col("rerank_pairs").cast(pl.Float64))
+        return found.select("qid", *COST_MEASURES, pl.col("rerank_pairs").cast(pl.Float64))
 
     def pairs(self, arm: str, reranker: str, reused_from: str | None) -> pl.DataFrame:
         """The arm's candidate pairs × the reranker's measured cost per pair (new pairs only when reusing)."""
         rate = self.stage("rerank", reranker, "the arm's reranker job has no ledger row").with_columns(
-            pl.col(measure) / pl.col("rerank_pairs") for measure in MEASURES)
+            pl.col(measure) / pl.col("rerank_pairs") for measure in COST_MEASURES)
         pool = self.candidate_sets[arm]
         if reused_from is not None:
             pool = pool.join(self.candidate_sets[reused_from], on=["qid", "unit_id"], how="anti")
         counts = pool.group_by("qid").len().select("qid", pl.col("len").cast(pl.Float64).alias("count"))
         return rate.join(counts, on="qid", how="left").select(
-            "qid", *(pl.col(measure) * pl.col("count").fill_null(0) for measure in MEASURES),
+            "qid", *(pl.col(measure) * pl.col("count").fill_null(0) for measure in COST_MEASURES),
             pl.col("count").fill_null(0).alias("rerank_pairs"))
 
     def unit(self, unit: tuple) -> pl.DataFrame:
@@ -80,12 +79,12 @@ class Costs:
         return self.stage(unit[1], unit[2], fix)
 
     def total(self, units: Sequence[tuple]) -> pl.DataFrame:
-        """qid and `MEASURES` summed over `units` (zero for none; null where a part is)."""
-        frame = pl.DataFrame({"qid": self.qids, **{measure: 0.0 for measure in MEASURES}})
+        """qid and `COST_MEASURES` summed over `units` (zero for none; null where a part is)."""
+        frame = pl.DataFrame({"qid": self.qids, **{measure: 0.0 for measure in COST_MEASURES}})
         for unit in units:
-            part = self.unit(unit).select("qid", *MEASURES)
+            part = self.unit(unit).select("qid", *COST_MEASURES)
             frame = frame.join(part, on="qid", suffix="_part").select(
-                "qid", *((pl.col(measure) + pl.col(f"{measure}_part")).alias(measure) for measure in MEASURES))
+                "qid", *((pl.col(measure) + pl.col(f"{measure}_part")).alias(measure) for measure in COST_MEASURES))
         return frame
 
 
@@ -132,7 +131,7 @@ class PairPlan:
 
 
 def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.DataFrame:
-    """qid and the `MEASURES` that firing adds over not firing, for a router reading `families`.
+    """qid and the `COST_MEASURES` that firing adds over not firing, for a router reading `families`.
 
     Arm pairs (Study A): the alternative arm's retrieval (minus what the base arm already paid, with costs.reuse);
     both sides are answered, so generation cancels out. Study B: retrieval plus the answer with evidence, minus the
@@ -143,7 +142,7 @@ def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.D
         fired, saved = fired + plan.trigger_generation(), plan.base_answer(families)
     on, off = costs.total(fired), costs.total(saved)
     return on.join(off, on="qid", suffix="_off").select(
-        "qid", *((pl.col(measure) - pl.col(f"{measure}_off")).alias(measure) for measure in MEASURES))
+        "qid", *((pl.col(measure) - pl.col(f"{measure}_off")).alias(measure) for measure in COST_MEASURES))
 
 
 def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

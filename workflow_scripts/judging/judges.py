@@ -35,6 +35,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS, Contract, frame
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import JUDGE_SCORINGS
 from workflow_scripts.judging import scores
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.backends import steps_of
@@ -284,15 +285,14 @@ def obtained_counts(obtained: Sequence[str | None], order: Sequence[str] = OBTAI
     return "; ".join(f"{how}: {counts[how]}" for how in order if counts[how])
 
 
-SCORINGS = ("expected", "argmax")  # judging.scoring
 
 
 def reading(scoring: str) -> dict[str, str]:
     """The judgments columns a summary reads under `judging.scoring`: label → column (expected: the probability-
     weighted scores; argmax: the values the judge wrote). overall_given is the Study C overall score given
     is_answer (argmax: the written score, which the summary keeps only where is_answer is true)."""
-    if scoring not in SCORINGS:
-        raise InputError(f"judging.scoring: '{scoring}' is not one of {list(SCORINGS)}")
+    if scoring not in JUDGE_SCORINGS:
+        raise InputError(f"judging.scoring: '{scoring}' is not one of {list(JUDGE_SCORINGS)}")
     if scoring == "argmax":
         return {"correctness": "correctness", "faithfulness": "faithfulness", "is_answer": "is_answer",
                 "overall": "overall", "overall_given": "overall"}

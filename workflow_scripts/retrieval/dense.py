@@ -41,13 +41,13 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.shards import Shard, owned_batches
-from workflow_scripts.core.vocabulary import SCOPES
+from workflow_scripts.core.vocabulary import DENSE_INDEX_KINDS, SCOPES
 from workflow_scripts.retrieval.unit_text import unit_texts
 
 log = logging.getLogger(__name__)
 
-INDEX_KINDS = ("flat", "ivf", "hnsw")
-INDEX_PARAMS = {"flat": set(), "ivf": {"nlist", "nprobe"}, "hnsw": {"M", "efConstruction", "efSearch"}}
+INDEX_PARAMS = {  # each kind of DENSE_INDEX_KINDS and its parameters
+    "flat": set(), "ivf": {"nlist", "nprobe"}, "hnsw": {"M", "efConstruction", "efSearch"}}
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:
@@ -94,8 +94,8 @@ def build_index(vectors: np.ndarray, kind: str = "flat", params: Mapping[str, in
     (nprobe, efSearch) are stored in the index and survive `save_index`/`load_index`.
     """
     params = dict(params or {})
-    if kind not in INDEX_KINDS:
-        raise InputError(f"dense index kind '{kind}' is unknown; use one of {list(INDEX_KINDS)}")
+    if kind not in INDEX_PARAMS:
+        raise InputError(f"dense index kind '{kind}' is unknown; use one of {list(DENSE_INDEX_KINDS)}")
     unknown = set(params) - INDEX_PARAMS[kind]
     if unknown:
         raise InputError(

@@ -42,13 +42,13 @@ from workflow_scripts.core.cache import append_cache, content_key, read_cache
 from workflow_scripts.core.contracts import QUESTIONS, SCORE_CACHE, UNITS, read_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.shards import Shard, own_rows
+from workflow_scripts.core.vocabulary import RERANKER_KINDS
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.retrieval.arms import candidates_from
 from workflow_scripts.retrieval.unit_text import unit_texts
 
 log = logging.getLogger(__name__)
 
-SCORER_KINDS = ("cross_encoder", "bi_encoder", "llm_pointwise")
 POINTWISE_CHOICES = ("Yes", "No")  # the reply's choice constraint: relevant, not relevant
 POINTWISE_PROMPT = (
     "Question: {question}\n\nPassage: {passage}\n\nIs the passage relevant to the question? Answer Yes or No."
@@ -172,26 +172,38 @@ def llm_pointwise_scorer(
     return Scorer("llm_pointwise", content_key(fingerprint, settings), score)
 
 
+def _cross_encoder(name_or_path: str, model_cache_dir: Path, device: str, max_passage_tokens: int) -> Scorer:
+    model = models.cross_encoder(name_or_path, device)
+    if model.num_labels != 1:
+        raise InputError(
+            f"cross-encoder '{name_or_path}' has {model.num_labels} outputs; a reranker needs a model with one "
+            f"relevance output (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2)"
+        )
+    return cross_encoder_scorer(model)
+
+
+def _bi_encoder(name_or_path: str, model_cache_dir: Path, device: str, max_passage_tokens: int) -> Scorer:
+    return bi_encoder_scorer(models.sentence_transformer(name_or_path, device=device))
+
+
+def _llm_pointwise(name_or_path: str, model_cache_dir: Path, device: str, max_passage_tokens: int) -> Scorer:
+    folder, fingerprint = models.causal_lm_folder(name_or_path, model_cache_dir)
+    weights = partial(models.causal_lm_weights, name_or_path, folder, fingerprint, device)
+    return llm_pointwise_scorer(ChatTokenizer(folder), fingerprint, weights, max_passage_tokens)
+
+
+SCORER_LOADERS = {"cross_encoder": _cross_encoder, "bi_encoder": _bi_encoder, "llm_pointwise": _llm_pointwise}
+
+
 def load_scorer(
     kind: str, name_or_path: str, model_cache_dir: Path, device: str = "cpu", max_passage_tokens: int = 256
 ) -> Scorer:
-    """Load the reranker of `kind` from a model reference (see `models.resolve`); GGUF conversions go to
-    `model_cache_dir`; `max_passage_tokens` truncates passages for llm_pointwise (the question is never cut)."""
-    if kind == "cross_encoder":
-        model = models.cross_encoder(name_or_path, device)
-        if model.num_labels != 1:
-            raise InputError(
-                f"cross-encoder '{name_or_path}' has {model.num_labels} outputs; a reranker needs a model with one "
-                f"relevance output (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2)"
-            )
-        return cross_encoder_scorer(model)
-    if kind == "bi_encoder":
-        return bi_encoder_scorer(models.sentence_transformer(name_or_path, device=device))
-    if kind == "llm_pointwise":
-        folder, fingerprint = models.causal_lm_folder(name_or_path, model_cache_dir)
-        weights = partial(models.causal_lm_weights, name_or_path, folder, fingerprint, device)
-        return llm_pointwise_scorer(ChatTokenizer(folder), fingerprint, weights, max_passage_tokens)
-    raise InputError(f"reranker kind '{kind}' is unknown; use one of {list(SCORER_KINDS)}")
+    """Load the reranker of `kind` (one of RERANKER_KINDS) from a model reference (see `models.resolve`); GGUF
+    conversions go to `model_cache_dir`; `max_passage_tokens` truncates passages for llm_pointwise (the question is
+    never cut)."""
+    if kind not in SCORER_LOADERS:
+        raise InputError(f"reranker kind '{kind}' is unknown; use one of {list(RERANKER_KINDS)}")
+    return SCORER_LOADERS[kind](name_or_path, model_cache_dir, device, max_passage_tokens)
 
 
 def candidate_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -8,7 +8,7 @@ Out: one string per unit, in table order. "prepend" is the BEIR/Anserini "flat" 
 
 import polars as pl
 
-TITLE_MODES = ("prepend", "ignore")
+from workflow_scripts.core.vocabulary import TITLE_MODES
 
 
 def unit_texts(units: pl.DataFrame, title: str) -> list[str]:

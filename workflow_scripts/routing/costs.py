@@ -22,7 +22,8 @@ import polars as pl
 
 from workflow_scripts.core.contracts import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.cost.pricing import MEASURES, Costs, PairPlan
+from workflow_scripts.core.vocabulary import COST_MEASURES
+from workflow_scripts.cost.pricing import Costs, PairPlan
 from workflow_scripts.routing.frontiers import frontier_table
 from workflow_scripts.routing.routers import read_artifact
 
@@ -58,8 +59,8 @@ def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: 
         for component, (cost, weight) in parts.items():
             rows.append({"router": router, "families": "+".join(sorted(fams)), "component": component,
                          "usage": float(fired.mean()), "accuracy": float(adaptive),
-                         **{measure: mean_cost(cost[measure], weight) for measure in MEASURES}, "currency": costs.currency})
-    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in MEASURES}, "currency": pl.String})
+                         **{measure: mean_cost(cost[measure], weight) for measure in COST_MEASURES}, "currency": costs.currency})
+    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String})
 
 
 def mean_cost(values: pl.Series, weight: Any = None) -> float | None:
@@ -83,12 +84,12 @@ def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers
         heldout = scored.filter(pl.col("split") == "heldout").select("qid", "score")
         calibration = scored.filter(pl.col("split") == "calibration").select("score")
         measured = {}
-        for column in MEASURES:
+        for column in COST_MEASURES:
             held = heldout.join(off.select("qid", pl.col(column).alias("metric_off")), on="qid").join(
                 on.select("qid", pl.col(column).alias("metric_on")), on="qid")
             if measured and held.filter(pl.col("metric_off").is_null() | pl.col("metric_on").is_null()).height:
                 # money of an unpriced model is unknown: the points (those of the seconds, always known) stay, null
-                measured[column] = measured[MEASURES[0]].select(
+                measured[column] = measured[COST_MEASURES[0]].select(
                     "frontier", "budget", "recomputed", pl.lit(None, dtype=pl.Float64).alias(column))
                 continue
             table = frontier_table(calibration, held, budgets["grid"], budgets["delta"])
@@ -96,7 +97,7 @@ def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers
                                             pl.col("accuracy").alias(column))
         points = frontiers.filter(pl.col("router") == router).select("router", "frontier", "budget", "usage", "accuracy")
         joined = points.join(measured["seconds"], on=["frontier", "budget"])
-        for column in MEASURES[1:]:
+        for column in COST_MEASURES[1:]:
             joined = joined.join(measured[column].drop("recomputed"), on=["frontier", "budget"])
         if joined.height != points.height or (joined["usage"] - joined["recomputed"]).abs().max() > 1e-9:
             raise InputError(f"route costs: router '{router}': frontiers.parquet does not match the triggers recomputed "
@@ -113,6 +114,6 @@ def reuse_costs(plan: PairPlan, costs: Costs) -> pl.DataFrame:
             cost = costs.unit(unit)
             stage, component = ("rerank", unit[2]) if unit[0] == "pairs" else (unit[1], unit[2])
             rows.append({"mode": mode, "stage": stage, "component": component,
-                         **{measure: mean_cost(cost[measure]) for measure in MEASURES}, "currency": costs.currency,
+                         **{measure: mean_cost(cost[measure]) for measure in COST_MEASURES}, "currency": costs.currency,
                          "rerank_pairs": cost["rerank_pairs"].fill_null(0).mean()})
-    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in MEASURES}, "currency": pl.String})
+    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String})

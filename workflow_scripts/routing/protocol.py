@@ -46,7 +46,7 @@ from workflow_scripts.core.contracts import (
     read_table,
 )
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, OFF, is_closed_book_pair
+from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, LEARNED_ROUTERS, OFF, SCORE_ROUTERS, is_closed_book_pair
 from workflow_scripts.cost.pricing import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
@@ -58,7 +58,6 @@ from workflow_scripts.routing.labels import (
 )
 from workflow_scripts.routing.routers import (
     FIXED_THRESHOLDS,
-    SCORE_BASELINES,
     apply_frozen,
     choose_threshold,
     fit_router,
@@ -77,10 +76,10 @@ def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
     """A RouterSpec from a `routing.routers` entry; learned routers read every configured feature."""
     params = {key: value for key, value in spec.items() if key != "kind"}
     kind = spec.get("kind", name)
-    if kind in SCORE_BASELINES:
-        feature, sign = SCORE_BASELINES[kind]
+    if kind in SCORE_ROUTERS:
+        feature, sign = SCORE_ROUTERS[kind]
         return make_router(name, "score", (feature,), sign=sign)
-    learned = kind in ("ridge", "bur_linear", "bur_gbm")
+    learned = kind in LEARNED_ROUTERS
     return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
 
 

@@ -59,13 +59,11 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import CONTROL_ROUTERS, LEARNED_ROUTERS, SCORE_ROUTERS
 
 ARTIFACT_FORMAT = "ragfrontier.router/1"
-LEARNED = ("ridge", "bur_linear", "bur_gbm")
-KINDS = LEARNED + ("score", "random", "always", "never")
+KINDS = LEARNED_ROUTERS + ("score",) + CONTROL_ROUTERS  # a score router is one of SCORE_ROUTERS, by its feature
 FIXED_THRESHOLDS = {"always": -math.inf, "never": math.inf}
-SCORE_BASELINES = {"entropy": ("unc_entropy", 1.0), "min_confidence": ("unc_min_prob", -1.0),
-                   "bm25_top": ("bm25_top1", 1.0)}
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "ridge": {"alpha": 20.0},
     "bur_linear": {"C": 1.0},
@@ -93,18 +91,18 @@ class ThresholdChoice:
 
 def make_router(name: str, kind: str | None = None, features: Sequence[str] = (), **params: Any) -> RouterSpec:
     """A router spec; `kind` defaults to `name` (score baselines by name: entropy, min_confidence, bm25_top)."""
-    if kind is None and name in SCORE_BASELINES:
-        feature, sign = SCORE_BASELINES[name]
+    if kind is None and name in SCORE_ROUTERS:
+        feature, sign = SCORE_ROUTERS[name]
         return RouterSpec(name, "score", (feature,), {"sign": sign})
     kind = kind or name
     if kind not in KINDS:
         raise InputError(f"router '{name}': kind '{kind}' is unknown; use one of {list(KINDS)} "
-                         f"or a baseline name {list(SCORE_BASELINES)}")
-    if kind in LEARNED and not features:
+                         f"or a baseline name {list(SCORE_ROUTERS)}")
+    if kind in LEARNED_ROUTERS and not features:
         raise InputError(f"router '{name}': a {kind} router needs at least one feature")
     if kind == "score" and (len(features) != 1 or params.get("sign") not in (1, -1, 1.0, -1.0)):
         raise InputError(f"router '{name}': a score router needs exactly one feature and sign +1 or -1")
-    if kind in ("random", "always", "never") and features:
+    if kind in CONTROL_ROUTERS and features:
         raise InputError(f"router '{name}': a {kind} router reads no features (got {list(features)})")
     unknown = set(params) - set(DEFAULT_PARAMS.get(kind, {})) - ({"sign"} if kind == "score" else set())
     if unknown:

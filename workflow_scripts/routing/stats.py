@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import COMPARISONS, METHODS
+from workflow_scripts.core.contracts import COMPARISONS
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import BOOTSTRAP_METHODS
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def group_bootstrap(values: Any, groups: Any, B: int = 2000, seed: int = 0, meth
     g = np.asarray(groups)
     if d.ndim != 1 or d.shape != g.shape or d.size == 0 or not np.isfinite(d).all():
         raise InputError("group bootstrap: need one finite value and one group per query")
-    if method not in METHODS:
-        raise InputError(f"group bootstrap: method '{method}' is unknown; use one of {list(METHODS)}")
+    if method not in BOOTSTRAP_METHODS:
+        raise InputError(f"group bootstrap: method '{method}' is unknown; use one of {list(BOOTSTRAP_METHODS)}")
     if B < 100 or not 0.0 < confidence < 1.0:
         raise InputError(f"group bootstrap: need B ≥ 100 (got {B}) and a confidence level in (0, 1)")
     _, inverse = np.unique(g, return_inverse=True)

@@ -34,13 +34,13 @@ from typing import Any
 
 from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import POOL_QRELS_FORMATS
 from workflow_scripts.ingest.adapters import Ingested, UnitStream
 from workflow_scripts.ingest.adapters.beir import Qrel, judged_rest
 from workflow_scripts.ingest.adapters.source_records import collect, input_path, normalize_whitespace, unit_row
 from workflow_scripts.ingest.adapters.trec import read_trec_qrels
 
 COLUMNS = ("qid", "doc_id", "query", "passage")
-QRELS_FORMATS = ("trec", "json")
 
 UNKNOWN_UNITS_NOTE = (
     "expected for a re-ranking pool: these are judged passages that are not among the pool's candidates "
@@ -108,11 +108,10 @@ def read_pool(path: Path, seen: dict[str, int] | None = None) -> Generator[dict,
 
 def read_qrels(spec: Mapping[str, Any], dataset: str, path: Path) -> list[Qrel]:
     qrels_format = spec.get("qrels_format", "trec")
-    if qrels_format == "trec":
-        return read_trec_qrels(path)[0]
-    if qrels_format == "json":
-        return read_json_qrels(path)
-    raise InputError(f"datasets.{dataset}.qrels_format: {qrels_format!r} is not a known format; use one of {list(QRELS_FORMATS)}")
+    if qrels_format not in QRELS_READERS:
+        raise InputError(f"datasets.{dataset}.qrels_format: {qrels_format!r} is not a known format; "
+                         f"use one of {list(POOL_QRELS_FORMATS)}")
+    return QRELS_READERS[qrels_format](path)
 
 
 def read_json_qrels(path: Path) -> list[Qrel]:
@@ -129,3 +128,6 @@ def read_json_qrels(path: Path) -> list[Qrel]:
                 raise InputError(f"{path}: qid {qid!r}, doc_id {doc_id!r}: grade {grade!r} is not an integer")
             rows.append(Qrel(0, qid, doc_id, grade))
     return rows
+
+
+QRELS_READERS = {"trec": lambda path: read_trec_qrels(path)[0], "json": read_json_qrels}  # POOL_QRELS_FORMATS
