@@ -5,10 +5,11 @@ import pytest
 
 from workflow_scripts.core.contracts import (
     FEATURE_FAMILY,
-    KEEP_FEATURES,
-    PROBE_FEATURES,
-    QUERY_FEATURES,
-    UNCERTAINTY_FEATURES,
+    FEATURES,
+    KEEP_FEATURE_NAMES,
+    PROBE_FEATURE_NAMES,
+    QUERY_FEATURE_NAMES,
+    UNCERTAINTY_FEATURE_NAMES,
     conform,
 )
 from workflow_scripts.core.errors import InputError
@@ -43,7 +44,7 @@ UNITS = pl.DataFrame({
 
 
 def test_keep_features_match_hand_computation():
-    features = conform(keep_features(RUN, DENSE, UNITS), KEEP_FEATURES)
+    features = conform(keep_features(RUN, DENSE, UNITS), FEATURES.select("qid", *KEEP_FEATURE_NAMES))
     q1, q2 = features.rows(named=True)
     assert q1["top1_cos"] == 0.90
     assert q1["gap12_cos"] == pytest.approx(0.10)
@@ -80,7 +81,7 @@ def test_query_features():
         "The director of Jaws was born in which city?",
         "Name the author.",
     ]})
-    rows = {row["qid"]: row for row in conform(query_features(questions), QUERY_FEATURES).iter_rows(named=True)}
+    rows = {row["qid"]: row for row in conform(query_features(questions), FEATURES.select("qid", *QUERY_FEATURE_NAMES)).iter_rows(named=True)}
     assert (rows["a"]["q_tokens"], rows["a"]["q_has_digits"], rows["a"]["q_capitalized"]) == (9, 1, 2)
     assert rows["a"]["qword_how"] == 1 and sum(v for k, v in rows["a"].items() if k.startswith("qword_")) == 1
     assert (rows["b"]["q_tokens"], rows["b"]["q_capitalized"], rows["b"]["qword_yesno"]) == (6, 3, 1)
@@ -96,7 +97,7 @@ def closed_book_answers(**overrides):
 
 
 def test_uncertainty_features_come_from_the_closed_book_generations():
-    uncertainty = conform(uncertainty_features(closed_book_answers()), UNCERTAINTY_FEATURES)
+    uncertainty = conform(uncertainty_features(closed_book_answers()), FEATURES.select("qid", *UNCERTAINTY_FEATURE_NAMES))
     assert uncertainty.rows() == [("a", 0.7, 0.2, -4.0), ("b", 0.1, 0.9, -0.3)]
     with pytest.raises(InputError, match="outside"):
         uncertainty_features(closed_book_answers(min_token_prob=[1.5, 0.2]))
@@ -111,10 +112,10 @@ def test_uncertainty_features_come_from_the_closed_book_generations():
 
 
 def test_uncertainty_and_probe_features():
-    uncertainty = conform(uncertainty_features(closed_book_answers()), UNCERTAINTY_FEATURES)
+    uncertainty = conform(uncertainty_features(closed_book_answers()), FEATURES.select("qid", *UNCERTAINTY_FEATURE_NAMES))
     probe = pl.DataFrame({"qid": ["a"] * 6 + ["b"], "unit_id": list("uvwxyz") + ["p"], "rank": [2, 1, 3, 4, 5, 6, 1],
                           "score": [9.0, 12.0, 8.0, 7.0, 4.0, 1.0, 3.0]})
-    scores = conform(probe_features(probe), PROBE_FEATURES)
+    scores = conform(probe_features(probe), FEATURES.select("qid", *PROBE_FEATURE_NAMES))
     assert scores.rows() == [("a", 12.0, 3.0, 8.0), ("b", 3.0, 0.0, 3.0)]
     full = combine([uncertainty, scores])
     assert full.columns == ["qid", "unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1", "bm25_gap12",
@@ -122,7 +123,7 @@ def test_uncertainty_and_probe_features():
     with pytest.raises(InputError, match="different queries"):
         combine([uncertainty, scores.head(1)])
     # a query the probe found nothing for (no ranking rows) scores zero, as BM25 scores a unit matching no term
-    every = conform(probe_features(probe, ["b", "c", "a"]), PROBE_FEATURES)
+    every = conform(probe_features(probe, ["b", "c", "a"]), FEATURES.select("qid", *PROBE_FEATURE_NAMES))
     assert every.rows() == [("a", 12.0, 3.0, 8.0), ("b", 3.0, 0.0, 3.0), ("c", 0.0, 0.0, 0.0)]
 
 

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from workflow_scripts.core.contracts import AUDIT, FRONTIERS, conform
+from workflow_scripts.core.contracts import AUDIT, ROUTER_FRONTIERS, conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.frontiers import (
     audit_splits,
@@ -36,7 +36,7 @@ HELDOUT = pl.DataFrame({"qid": list("abcde"), "score": [2.5, 7.0, 7.5, 9.0, 11.0
 
 
 def test_frontiers_by_hand():
-    table = conform(frontier_table(CALIBRATION, HELDOUT, [0.3, 0.9], delta=0.05), FRONTIERS)
+    table = conform(frontier_table(CALIBRATION, HELDOUT, [0.3, 0.9], delta=0.05), ROUTER_FRONTIERS)
     row = {(r["frontier"], r["budget"]): r for r in table.iter_rows(named=True)}
     # deployable at 0.3: k = ceil(10 * 0.7) = 7, t = 7; held-out scores above 7: 7.5, 9, 11.
     deployable = row[("deployable", 0.3)]

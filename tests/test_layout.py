@@ -194,3 +194,33 @@ def test_only_the_rules_job_modules_see_the_snakemake_object():
         if ".jobs." in name:  # a jobs package itself is named "...jobs", without the dot after
             text = path.read_text()
             assert "run_job(main, snakemake" in text and "smk.rule" not in text, f"{name}: one rule, one main"
+
+
+# ParquetSink streams the units table in batches that UnitBatches conforms to UNITS first (ingest/stage.py)
+RAW_PARQUET_WRITERS = {"workflow_scripts.core.contracts", "workflow_scripts.core.atomic", "workflow_scripts.ingest.stage"}
+
+
+def test_every_table_is_written_through_its_contract():
+    """A Parquet table is written by `contracts.write_table` / `TableWriter` (conformed to its contract on write),
+    never by a bare writer elsewhere (a sharded stage's gather writes through the contracts its rule names)."""
+    bare = []
+    for name, path in MODULES.items():
+        if name in RAW_PARQUET_WRITERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if called in ("write_parquet_atomic", "write_parquet"):
+                    bare.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {called}")
+    assert bare == []
+
+
+def test_every_contract_of_the_registry_is_used_by_production():
+    from workflow_scripts.core import contracts
+
+    registered = [name for name, value in vars(contracts).items()
+                  if isinstance(value, contracts.Contract) and contracts.CONTRACTS.get(value.name) is value]
+    assert len(registered) == len(contracts.CONTRACTS)
+    sources = [path for name, path in MODULES.items() if name != "workflow_scripts.core.contracts"]
+    used = sum((code_references(path) for path in [*sources, *(PROJECT_ROOT / "rules").rglob("*.smk")]), Counter())
+    assert [name for name in registered if not used[name]] == []

@@ -10,7 +10,7 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from workflow_scripts.core.contracts import OOF_SCORES, ROUTED, conform
+from workflow_scripts.core.contracts import ROUTER_OOF_SCORES, ROUTER_ROUTED, conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.routers import (
     apply_frozen,
@@ -50,7 +50,7 @@ LEARNED = [make_router("ridge", features=FEATURES), make_router("bur_linear", fe
 @pytest.mark.parametrize("spec", LEARNED, ids=lambda spec: spec.name)
 def test_out_of_fold_scores_are_grouped_deterministic_and_carry_the_signal(spec):
     features, labels, groups = synthetic()
-    scores = conform(out_of_fold_scores(features, labels, groups, spec, n_splits=5, seed=3), OOF_SCORES)
+    scores = conform(out_of_fold_scores(features, labels, groups, spec, n_splits=5, seed=3), ROUTER_OOF_SCORES)
     assert scores.height == features.height and scores["fold"].n_unique() == 5
     assert scores.group_by("group_id").agg(pl.col("fold").n_unique())["fold"].max() == 1
     assert not scores["signal_absent"].any()
@@ -124,7 +124,7 @@ def test_frozen_artifact_round_trip_gives_identical_scores(spec):
     threshold = 0.05 if spec.kind not in ("always", "never") else {"always": -math.inf, "never": math.inf}[spec.kind]
     artifact = freeze(spec, model, threshold, {"dataset": "synthetic", "cost_per_trigger": 0.02})
     columns = frozen_features(artifact)
-    routed = conform(apply_frozen(artifact, heldout.select("qid", *columns)), ROUTED)
+    routed = conform(apply_frozen(artifact, heldout.select("qid", *columns)), ROUTER_ROUTED)
     expected = model_scores(model, spec.features, heldout)
     assert np.array_equal(routed["score"].to_numpy(), expected)
     assert routed["triggered"].to_list() == (expected > threshold).tolist()

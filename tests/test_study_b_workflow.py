@@ -19,7 +19,6 @@ from workflow_scripts.core.contracts import (
     RUNS,
     SPLITS,
     UNITS,
-    conform,
     read_table,
 )
 
@@ -102,10 +101,9 @@ def test_every_router_is_fitted_frozen_and_reported(finished_run):
     features = pl.read_parquet(routing / "features.parquet")
     assert {"unc_entropy", "unc_min_prob", "unc_seq_logprob", "bm25_top1", "q_tokens"} <= set(features.columns)
     assert features.height == QUESTIONS
-    oof = pl.read_parquet(routing / "oof_scores.parquet")
+    oof = read_table(routing / "oof_scores.parquet", OOF_SCORES)
     assert set(oof["router"]) == set(ROUTERS)
-    for _, table in oof.group_by("router"):
-        scored = conform(table.select(list(OOF_SCORES.columns)), OOF_SCORES)
+    for _, scored in oof.group_by("router"):
         assert sorted(scored["qid"]) == sorted(read_table(finished_run / "splits.parquet", SPLITS)
                                                .filter(pl.col("split") == "dev")["qid"])
     assert {path.stem for path in (routing / "frozen").glob("*.json")} == set(ROUTERS)
@@ -122,10 +120,10 @@ def test_every_router_is_fitted_frozen_and_reported(finished_run):
 def test_three_frontiers_and_the_audit_cover_every_budget(finished_run):
     routing = finished_run / "routing" / PAIR
     grid = yaml.safe_load((finished_run.parents[1] / "config.yaml").read_text())["budgets"]["grid"]
-    frontiers = pl.read_parquet(routing / "frontiers.parquet")
+    frontiers = read_table(routing / "frontiers.parquet", FRONTIERS)
     assert set(frontiers["router"]) == KNOBBED
     for router in KNOBBED:
-        one = conform(frontiers.filter(pl.col("router") == router).select(list(FRONTIERS.columns)), FRONTIERS)
+        one = frontiers.filter(pl.col("router") == router)
         assert set(one["frontier"]) == {"exact", "deployable", "conservative"}
         assert sorted(set(one["budget"])) == sorted(grid)
         exact = one.filter(pl.col("frontier") == "exact")

@@ -215,6 +215,32 @@ SCORE_CACHE = Contract(
     key=("key",),
 )
 
+# --- Evaluation (retrieval/evaluate.py): an arm's per-query measures and their means
+
+METRICS = Contract(
+    name="metrics",
+    columns={
+        "qid": Column(pl.String()),
+        "measure": Column(pl.String(), doc="ir-measures name (evaluation.measures)"),
+        "value": Column(pl.Float64(), doc="0 for a judged query the run does not retrieve for"),
+    },
+    key=("qid", "measure"),
+)
+
+METRICS_SUMMARY = Contract(
+    name="metrics_summary",
+    columns={
+        "arm": Column(pl.String()),
+        "split": Column(pl.String(), nullable=True, doc="dev | calibration | heldout | all; null: queries without a split"),
+        "measure": Column(pl.String()),
+        "mean": Column(pl.Float64()),
+        "questions": Column(pl.UInt32(), doc="judged queries behind the mean"),
+    },
+    key=("arm", "split", "measure"),
+    enums={"split": SPLIT_NAMES | {"all"}},
+)
+
+
 # --- Generation (llm/engine.py): the LLM cache and one row per generated request
 
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")  # an LLM call's usage, priced by models.<role>.prices
@@ -417,22 +443,20 @@ FEATURE_FAMILY = {
 }
 
 
-def _feature_contract(name: str, features: Sequence[str]) -> Contract:
-    columns = {"qid": Column(pl.String())} | {feature: Column(pl.Float64(), doc=FEATURE_FAMILY[feature])
-                                              for feature in features}
-    return Contract(name=name, columns=columns, key=("qid",))
-
-
-KEEP_FEATURES = _feature_contract("keep_features", KEEP_FEATURE_NAMES)
-QUERY_FEATURES = _feature_contract("query_features", QUERY_FEATURE_NAMES)
-UNCERTAINTY_FEATURES = _feature_contract("uncertainty_features", UNCERTAINTY_FEATURE_NAMES)
-PROBE_FEATURES = _feature_contract("probe_features", PROBE_FEATURE_NAMES)
+FEATURES = Contract(
+    name="features",
+    columns={"qid": Column(pl.String())} | {feature: Column(pl.Float64(), doc=family)
+                                            for feature, family in FEATURE_FAMILY.items()},
+    key=("qid",),
+)  # a pair's table holds the columns of its families (routing.pairs.<pair>.features): `FEATURES.select(...)`
 
 
 # --- Routers (routing/routers.py): out-of-fold scores and routed held-out queries
 
-OOF_SCORES = Contract(
-    name="oof_scores",
+ROUTER = Column(pl.String(), doc="the routing.routers entry")
+
+ROUTER_OOF_SCORES = Contract(
+    name="oof_scores of one router",
     columns={
         "qid": Column(pl.String()),
         "group_id": Column(pl.String()),
@@ -443,8 +467,15 @@ OOF_SCORES = Contract(
     key=("qid",),
 )
 
-ROUTED = Contract(
-    name="routed",
+OOF_SCORES = Contract(  # every router of a pair, with the labels its threshold was chosen on (route_fit)
+    name="oof_scores",
+    columns={**ROUTER_OOF_SCORES.columns, "metric_on": LABELS.columns["metric_on"],
+             "metric_off": LABELS.columns["metric_off"], "router": ROUTER},
+    key=("router", "qid"),
+)
+
+ROUTER_ROUTED = Contract(
+    name="routed of one router",
     columns={
         "qid": Column(pl.String()),
         "score": Column(pl.Float64()),
@@ -453,13 +484,23 @@ ROUTED = Contract(
     key=("qid",),
 )
 
+ROUTED = Contract(  # every router of a pair on calibration and held-out, with the labels and splits (route_heldout)
+    name="routed",
+    columns={"qid": Column(pl.String()), "router": ROUTER, "score": ROUTER_ROUTED.columns["score"],
+             "triggered": ROUTER_ROUTED.columns["triggered"],
+             **{name: LABELS.columns[name] for name in ("metric_off", "metric_on", "delta", "outcome")},
+             "group_id": SPLITS.columns["group_id"], "split": SPLITS.columns["split"]},
+    key=("router", "qid"),
+    enums={"outcome": LABELS.enums["outcome"], "split": SPLITS.enums["split"]},
+)
+
 
 # --- Budget frontiers (routing/frontiers.py): frontier rows per budget and the calibration audit
 
 RULES = ("deployable", "conservative")
 
-FRONTIERS = Contract(
-    name="frontiers",
+ROUTER_FRONTIERS = Contract(
+    name="frontiers of one router",
     columns={
         "frontier": Column(pl.String(), doc="exact | deployable | conservative"),
         "budget": Column(pl.Float64(), doc="target usage rate ρ"),
@@ -474,6 +515,13 @@ FRONTIERS = Contract(
     },
     key=("frontier", "budget"),
     enums={"frontier": frozenset({"exact", *RULES})},
+)
+
+FRONTIERS = Contract(  # every router of a pair (route_frontiers)
+    name="frontiers",
+    columns={**ROUTER_FRONTIERS.columns, "router": ROUTER},
+    key=("router", "frontier", "budget"),
+    enums=ROUTER_FRONTIERS.enums,
 )
 
 AUDIT = Contract(
@@ -663,11 +711,11 @@ CONTRACTS = {
     contract.name: contract
     for contract in (
         UNITS, QUESTIONS, QRELS, GENERATED_QUESTIONS, SPLITS,
-        RANKING, RUNS, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
+        RANKING, RUNS, METRICS, METRICS_SUMMARY, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
         LLM_CACHE, GENERATIONS,
         JUDGMENTS_C, JUDGMENTS_A, JUDGE_VALIDATION_ITEMS,
         LABELS,
-        KEEP_FEATURES, QUERY_FEATURES, UNCERTAINTY_FEATURES, PROBE_FEATURES,
+        FEATURES,
         OOF_SCORES, ROUTED,
         FRONTIERS, AUDIT,
         COMPARISONS,

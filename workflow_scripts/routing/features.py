@@ -7,17 +7,18 @@ In / out, per family (each feature's family is what a router must pay before it 
   cosine; contract RANKING), `units` gives each unit's kind (unit_id, kind). The final run keeps only its 10
   units, so the vector top-10 and its cosines are read from `dense_ranking`, never from the run; where the run
   also carries `dense_rank`, it must agree with `dense_ranking` (a mismatch means the inputs were mis-wired).
-  → KEEP_FEATURES: top1_cos, gap12_cos, mean_top5_cos, overlap_top10, rerank_top1_vector_rank, caption_share.
-- query_only: `query_features(questions)` from (qid, text) → QUERY_FEATURES (length, question word, digits,
-  capitalized tokens).
+  → top1_cos, gap12_cos, mean_top5_cos, overlap_top10, rerank_top1_vector_rank, caption_share.
+- query_only: `query_features(questions)` from (qid, text) → length, question word, digits,
+  capitalized tokens.
 - uncertainty (Study B; paid for by one closed-book generation): `uncertainty_features(answers)` from the
   no-retrieval answer's token-logprob summary, i.e. the closed_book GENERATIONS table (request_id = qid,
-  mean_entropy, min_token_prob, sequence_logprob) → UNCERTAINTY_FEATURES (unc_entropy, unc_min_prob,
-  unc_seq_logprob).
+  mean_entropy, min_token_prob, sequence_logprob) → unc_entropy, unc_min_prob,
+  unc_seq_logprob.
 - retrieval_score: `probe_features(probe, qids)` from a probe BM25 ranking (qid, unit_id, rank, score) →
-  PROBE_FEATURES (zeros for a query with no hit).
+  bm25_top1, bm25_gap12, bm25_mean_top5 (zeros for a query with no hit).
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
-The four tables' contracts and the feature catalogue (names, FEATURE_FAMILY) are declared in `contracts.py`.
+The feature catalogue (names, FEATURE_FAMILY) and the written table's contract (FEATURES, of which a pair's
+table holds its families' columns) are declared in `contracts.py`.
 
 Definitions (k = 10 unless the query has fewer units; a query with one unit has gap12 = 0):
 top1_cos = cosine of vector rank 1; gap12_cos = cos(rank 1) − cos(rank 2); mean_top5_cos = mean cosine of

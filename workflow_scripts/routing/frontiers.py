@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import FRONTIERS, RULES
+from workflow_scripts.core.contracts import ROUTER_FRONTIERS, RULES
 from workflow_scripts.core.errors import InputError
 
 ROUNDING = 1e-9
@@ -154,7 +154,7 @@ def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Se
         (pl.col("usage") - pl.col("budget")).alias("transfer_error"),
         pl.lit(n_cal, dtype=pl.Int64).alias("n_calibration"),
         pl.lit(held.n, dtype=pl.Int64).alias("n_heldout"),
-    ).select(list(FRONTIERS.columns))
+    ).select(list(ROUTER_FRONTIERS.columns))
 
 
 def grouped_split(groups: np.ndarray, calibration_fraction: float, rng: np.random.Generator) -> np.ndarray:

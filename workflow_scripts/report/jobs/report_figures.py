@@ -8,18 +8,16 @@ Out: results/<dataset>/report/<pair>/{frontiers,calibration,outcomes,utility,cos
 
 from typing import Any
 
-import polars as pl
-
-from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, read_table
+from workflow_scripts.core.contracts import AUDIT, COST_FRONTIERS, FRONTIERS, POLICY_COSTS, ROUTED, read_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.report import figures
 
 
 def main(smk: Any) -> None:
-    routed = pl.read_parquet(smk.input.routed)
-    frontiers = pl.read_parquet(smk.input.frontiers)  # FRONTIERS rows plus the router column (route_frontiers)
+    routed = read_table(smk.input.routed, ROUTED)
+    frontiers = read_table(smk.input.frontiers, FRONTIERS)
     figures.frontier_figure(frontiers, smk.output.frontiers)
-    figures.calibration_figure(frontiers, pl.read_parquet(smk.input.audit), smk.output.calibration)
+    figures.calibration_figure(frontiers, read_table(smk.input.audit, AUDIT), smk.output.calibration)
     figures.outcomes_figure(routed, smk.output.outcomes)
     figures.utility_figure(routed, smk.output.utility)
     figures.cost_breakdown_figure(read_table(smk.input.policies, POLICY_COSTS), smk.output.cost_breakdown)

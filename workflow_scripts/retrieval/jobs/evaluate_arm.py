@@ -6,8 +6,7 @@ Out: results/<dataset>/metrics/<arm>.parquet (per query) and <arm>_summary.parqu
 
 from typing import Any
 
-from workflow_scripts.core.atomic import write_parquet_atomic
-from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, read_table
+from workflow_scripts.core.contracts import METRICS, METRICS_SUMMARY, QRELS, RUNS, SPLITS, read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.retrieval.evaluate import evaluate_arm
 
@@ -15,8 +14,8 @@ from workflow_scripts.retrieval.evaluate import evaluate_arm
 def main(smk: Any) -> None:
     metrics, summary = evaluate_arm(read_table(smk.input.run, RUNS), read_table(smk.input.qrels, QRELS),
                                     read_table(smk.input.splits, SPLITS), smk.params.measures, smk.wildcards.arm)
-    write_parquet_atomic(metrics, smk.output.metrics)
-    write_parquet_atomic(summary, smk.output.summary)
+    write_table(metrics, smk.output.metrics, METRICS)
+    write_table(summary, smk.output.summary, METRICS_SUMMARY)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,15 @@ Out: results/<dataset>/routing/<pair>/features.parquet.
 
 from typing import Any
 
-from workflow_scripts.core.atomic import write_parquet_atomic
+from workflow_scripts.core.contracts import FEATURES, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
 
 def main(smk: Any) -> None:
     inputs = {key: str(path) for key, path in smk.input.items()}
-    write_parquet_atomic(protocol.feature_table(smk.params.pair["features"], inputs), smk.output.features)
+    table = protocol.feature_table(smk.params.pair["features"], inputs)
+    write_table(table, smk.output.features, FEATURES.select(*table.columns))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
-from workflow_scripts.core.contracts import SPLITS, read_table
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import OOF_SCORES, SPLITS, read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -22,7 +22,7 @@ def main(smk: Any) -> None:
     )
     for name, path in protocol.frozen_paths(smk.params.routers, smk.output.frozen).items():
         write_text_atomic(artifacts[name].decode("utf-8"), path)
-    write_parquet_atomic(oof, smk.output.oof)
+    write_table(oof, smk.output.oof, OOF_SCORES)
     write_text_atomic(sweeps.write_csv(float_precision=6), smk.output.thresholds)
 
 

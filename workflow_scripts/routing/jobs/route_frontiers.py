@@ -8,8 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_parquet_atomic
-from workflow_scripts.core.contracts import AUDIT, write_table
+from workflow_scripts.core.contracts import AUDIT, FRONTIERS, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -17,7 +16,7 @@ from workflow_scripts.routing import protocol
 def main(smk: Any) -> None:
     frontiers, audit = protocol.frontier_tables(pl.read_parquet(smk.input.routed), smk.params.routers,
                                                 smk.params.budgets, smk.params.seed)
-    write_parquet_atomic(frontiers, smk.output.frontiers)
+    write_table(frontiers, smk.output.frontiers, FRONTIERS)
     write_table(audit, smk.output.audit, AUDIT)
 
 

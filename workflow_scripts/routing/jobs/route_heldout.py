@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_parquet_atomic, write_text_atomic
-from workflow_scripts.core.contracts import SPLITS, read_table
+from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import ROUTED, SPLITS, read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -23,7 +23,7 @@ def main(smk: Any) -> None:
         pl.read_parquet(smk.input.labels), pl.read_parquet(smk.input.features), read_table(smk.input.splits, SPLITS),
         frozen, smk.params.routing,
     )
-    write_parquet_atomic(routed, smk.output.routed)
+    write_table(routed, smk.output.routed, ROUTED)
     write_text_atomic(policies.write_csv(float_precision=6), smk.output.policies)
     write_text_atomic(comparisons.write_csv(float_precision=6), smk.output.comparisons)
 
