@@ -97,7 +97,8 @@ def prepare(work: Path, size: int, queries: int) -> None:
     import polars as pl
 
     from workflow_scripts.core import shards
-    from workflow_scripts.core.contracts import QUESTION_VECTORS, QUESTIONS, UNIT_VECTORS, UNITS, TableWriter, frame
+    from workflow_scripts.core.contracts import QUESTIONS, QUESTION_VECTORS, UNITS, UNIT_VECTORS
+    from workflow_scripts.core.tables import TableWriter, frame
 
     files = paths(work, size)
     marker = files["units"].parent / "prepared.json"

@@ -626,7 +626,8 @@ def stage_embed(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     import numpy as np
 
     from workflow_scripts.core import models
-    from workflow_scripts.core.contracts import UNITS, read_table
+    from workflow_scripts.core.contracts import UNITS
+    from workflow_scripts.core.tables import read_table
     from workflow_scripts.core.runtime import limit_threads
     from workflow_scripts.retrieval import dense
     from workflow_scripts.retrieval.unit_text import unit_texts

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.arxiv import load
@@ -23,9 +23,9 @@ def arxiv(shared_data: Path) -> Ingested:
 
 
 def test_counts(arxiv: Ingested) -> None:
-    units = contracts.conform(arxiv.units, contracts.UNITS)
-    assert contracts.conform(arxiv.questions, contracts.QUESTIONS).height == 0
-    assert contracts.conform(arxiv.qrels, contracts.QRELS).height == 0
+    units = tables.conform(arxiv.units, contracts.UNITS)
+    assert tables.conform(arxiv.questions, contracts.QUESTIONS).height == 0
+    assert tables.conform(arxiv.qrels, contracts.QRELS).height == 0
     assert units.height == 200
     assert arxiv.counts == {"papers_read": 200, "papers_without_abstract_skipped": 0}
     assert units["unit_id"].to_list()[0] == "0704.0001" and units["unit_id"].to_list()[-1] == "0704.0200"

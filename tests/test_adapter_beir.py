@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS, conform
+from workflow_scripts.core.contracts import QRELS, QUESTIONS, UNITS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, beir
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.hotpotqa import ircot_answers, load_hotpotqa, load_ircot
 
 
 def conforms(ingested: Ingested) -> None:
-    contracts.conform(ingested.units, contracts.UNITS)
-    contracts.conform(ingested.questions, contracts.QUESTIONS)
-    contracts.conform(ingested.qrels, contracts.QRELS)
+    tables.conform(ingested.units, contracts.UNITS)
+    tables.conform(ingested.questions, contracts.QUESTIONS)
+    tables.conform(ingested.qrels, contracts.QRELS)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.musique import load
@@ -25,9 +25,9 @@ def musique(shared_data: Path) -> Ingested:
 
 
 def test_counts(musique: Ingested) -> None:
-    contracts.conform(musique.units, contracts.UNITS)
-    contracts.conform(musique.questions, contracts.QUESTIONS)
-    contracts.conform(musique.qrels, contracts.QRELS)
+    tables.conform(musique.units, contracts.UNITS)
+    tables.conform(musique.questions, contracts.QUESTIONS)
+    tables.conform(musique.qrels, contracts.QRELS)
     assert musique.questions.height == 100
     assert musique.units.height == 2000
     assert musique.units.group_by("group_id").len()["len"].to_list() == [20] * 100

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import RUNS, conform
+from workflow_scripts.core.contracts import RUNS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from ingest_helpers import load_dataset

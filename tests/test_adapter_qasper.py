@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, qasper
 
@@ -139,7 +139,7 @@ def test_qrels_mirror_gold_units(mini: Ingested) -> None:
 def test_tables_satisfy_contracts(mini: Ingested) -> None:
     for table, contract in ((mini.units, contracts.UNITS), (mini.questions, contracts.QUESTIONS),
                             (mini.qrels, contracts.QRELS)):
-        assert contracts.conform(table, contract).equals(table)
+        assert tables.conform(table, contract).equals(table)
 
 
 def test_gzip_input_reads_the_same(tmp_path: Path, mini: Ingested) -> None:

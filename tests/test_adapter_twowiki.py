@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.twowiki import load
@@ -30,9 +30,9 @@ def twowiki(shared_data: Path) -> Ingested:
 
 
 def test_counts(twowiki: Ingested) -> None:
-    contracts.conform(twowiki.units, contracts.UNITS)
-    contracts.conform(twowiki.questions, contracts.QUESTIONS)
-    contracts.conform(twowiki.qrels, contracts.QRELS)
+    tables.conform(twowiki.units, contracts.UNITS)
+    tables.conform(twowiki.questions, contracts.QUESTIONS)
+    tables.conform(twowiki.qrels, contracts.QRELS)
     assert twowiki.units.height == 6119
     assert twowiki.units["kind"].unique().to_list() == ["passage"]
     assert twowiki.units["title"].n_unique() == 6119  # titles unique

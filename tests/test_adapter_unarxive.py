@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested
 from workflow_scripts.ingest.adapters.unarxive import load
@@ -25,9 +25,9 @@ def unarxive(shared_data: Path) -> Ingested:
 
 
 def test_counts(unarxive: Ingested) -> None:
-    units = contracts.conform(unarxive.units, contracts.UNITS)
-    assert contracts.conform(unarxive.questions, contracts.QUESTIONS).height == 0
-    assert contracts.conform(unarxive.qrels, contracts.QRELS).height == 0
+    units = tables.conform(unarxive.units, contracts.UNITS)
+    assert tables.conform(unarxive.questions, contracts.QUESTIONS).height == 0
+    assert tables.conform(unarxive.qrels, contracts.QRELS).height == 0
     counts = unarxive.counts
     assert counts["papers"] == 49 and units["group_id"].n_unique() == 49
     assert counts["paragraphs"] == 5967  # body_text items

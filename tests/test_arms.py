@@ -4,7 +4,8 @@ import ir_measures
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import RANKING, RUNS, conform, frame
+from workflow_scripts.core.contracts import RANKING, RUNS
+from workflow_scripts.core.tables import conform, frame
 from workflow_scripts.retrieval.arms import candidates, final_run, write_trec
 from workflow_scripts.retrieval.evaluate import parse_measures, per_query
 

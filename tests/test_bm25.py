@@ -8,7 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import RANKING, UNITS, conform, frame
+from workflow_scripts.core.contracts import RANKING, UNITS
+from workflow_scripts.core.tables import conform, frame
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.retrieval import bm25
 from workflow_scripts.retrieval.lucene import java_home, pyserini_ready
@@ -260,7 +261,7 @@ def test_streamed_build_from_parquet_equals_the_in_memory_build(units: pl.DataFr
 
 
 def test_a_unit_id_repeated_across_runs_is_a_contract_error(units: pl.DataFrame, tmp_path: Path, monkeypatch) -> None:
-    from workflow_scripts.core.contracts import ContractError
+    from workflow_scripts.core.tables import ContractError
 
     monkeypatch.setattr(bm25, "RUN", 3)
     path = tmp_path / "units.parquet"

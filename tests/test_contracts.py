@@ -3,11 +3,9 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.core import atomic, contracts
-from workflow_scripts.core.contracts import (
-    QRELS,
-    RANKING,
-    UNITS,
+from workflow_scripts.core import atomic, tables
+from workflow_scripts.core.contracts import QRELS, RANKING, UNITS
+from workflow_scripts.core.tables import (
     ContractError,
     TableWriter,
     conform,
@@ -101,7 +99,7 @@ def test_json_written_atomically(tmp_path):
 
 
 def test_a_table_written_in_batches_is_the_same_file_whatever_the_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(contracts, "GROUP_ROWS", 10)
+    monkeypatch.setattr(tables, "GROUP_ROWS", 10)
     rows = 37
     table = pl.DataFrame({"qid": [f"q{i}" for i in range(rows)], "unit_id": [f"u{i}" for i in range(rows)],
                           "rank": [1] * rows, "score": [i / 7 for i in range(rows)]})
@@ -125,7 +123,7 @@ def test_a_table_written_in_batches_is_the_same_file_whatever_the_batches(tmp_pa
 
 
 def test_a_table_written_in_batches_checks_every_batch_and_the_key_across_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(contracts, "GROUP_ROWS", 10)
+    monkeypatch.setattr(tables, "GROUP_ROWS", 10)
     table = pl.DataFrame({"qid": [f"q{i}" for i in range(25)], "unit_id": ["u"] * 25, "rank": [1] * 25,
                           "score": [0.5] * 25})
     target = tmp_path / "run.parquet"

@@ -6,7 +6,8 @@ import json
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, conform, frame, write_table
+from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS
+from workflow_scripts.core.tables import conform, frame, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.cost import ledger as cost_ledger
 from workflow_scripts.cost import pricing
@@ -298,7 +299,8 @@ def test_money_of_an_unpriced_model_is_unknown_not_zero(study_a):
 
 
 def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a):
-    from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, frame
+    from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C
+    from workflow_scripts.core.tables import frame
 
     tables = []
     for contract, tokens in ((JUDGMENTS_A, 100), (JUDGMENTS_C, None)):

@@ -186,12 +186,12 @@ def test_bad_settings_are_input_errors():
 
 
 def test_the_index_job_fills_a_flat_index_batch_by_batch(tmp_path, monkeypatch):
-    from workflow_scripts.core import contracts
+    from workflow_scripts.core import contracts, tables
 
-    monkeypatch.setattr(contracts, "GROUP_ROWS", 64)  # 300 vectors: five row groups, read in five batches
+    monkeypatch.setattr(tables, "GROUP_ROWS", 64)  # 300 vectors: five row groups, read in five batches
     _, _, unit_ids, unit_groups, unit_vectors = _corpus()
     vectors = tmp_path / "unit_vectors.parquet"
-    with contracts.TableWriter(vectors, contracts.UNIT_VECTORS) as writer:
+    with tables.TableWriter(vectors, contracts.UNIT_VECTORS) as writer:
         writer.write(pl.DataFrame({"unit_id": unit_ids, "group_id": unit_groups, "vector": list(unit_vectors)}))
     assert [len(batch) for batch in dense.vector_batches(vectors)] == [64, 64, 64, 64, 44]
     np.testing.assert_array_equal(dense.read_vectors(vectors), unit_vectors.astype(np.float32))

@@ -4,7 +4,8 @@ import ir_measures
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS, frame
+from workflow_scripts.core.contracts import QRELS, RUNS, SPLITS
+from workflow_scripts.core.tables import frame
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.retrieval.evaluate import level_warnings, parse_measures, per_query, summarize, summary_table
 

@@ -3,14 +3,14 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import (
+from workflow_scripts.core.contracts import FEATURES
+from workflow_scripts.core.tables import conform
+from workflow_scripts.core.vocabulary import (
     FEATURE_FAMILY,
-    FEATURES,
     KEEP_FEATURE_NAMES,
     PROBE_FEATURE_NAMES,
     QUERY_FEATURE_NAMES,
     UNCERTAINTY_FEATURE_NAMES,
-    conform,
 )
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.features import (

@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from workflow_scripts.core.contracts import AUDIT, ROUTER_FRONTIERS, conform
+from workflow_scripts.core.contracts import AUDIT, ROUTER_FRONTIERS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.frontiers import (
     audit_splits,

@@ -16,7 +16,8 @@ from test_synthetic import _generation
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
 from workflow_scripts.config.validate import validate_config
-from workflow_scripts.core.contracts import GENERATED_QUESTIONS, GENERATIONS, QRELS, QUESTIONS, frame, read_table
+from workflow_scripts.core.contracts import GENERATED_QUESTIONS, GENERATIONS, QRELS, QUESTIONS
+from workflow_scripts.core.tables import frame, read_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest import questions
 from workflow_scripts.ingest.stage import ingest_dataset

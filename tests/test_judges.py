@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
 
-from workflow_scripts.core.contracts import STUDY_C_METRICS
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.judging import judges, metrics
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates

@@ -3,7 +3,8 @@
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import LABELS, conform
+from workflow_scripts.core.contracts import LABELS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import is_closed_book_pair
 from workflow_scripts.routing.labels import (

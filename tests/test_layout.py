@@ -197,11 +197,11 @@ def test_only_the_rules_job_modules_see_the_snakemake_object():
 
 
 # ParquetSink streams the units table in batches that UnitBatches conforms to UNITS first (ingest/stage.py)
-RAW_PARQUET_WRITERS = {"workflow_scripts.core.contracts", "workflow_scripts.core.atomic", "workflow_scripts.ingest.stage"}
+RAW_PARQUET_WRITERS = {"workflow_scripts.core.tables", "workflow_scripts.core.atomic", "workflow_scripts.ingest.stage"}
 
 
 def test_every_table_is_written_through_its_contract():
-    """A Parquet table is written by `contracts.write_table` / `TableWriter` (conformed to its contract on write),
+    """A Parquet table is written by `tables.write_table` / `TableWriter` (conformed to its contract on write),
     never by a bare writer elsewhere (a sharded stage's gather writes through the contracts its rule names)."""
     bare = []
     for name, path in MODULES.items():
@@ -216,10 +216,10 @@ def test_every_table_is_written_through_its_contract():
 
 
 def test_every_contract_of_the_registry_is_used_by_production():
-    from workflow_scripts.core import contracts
+    from workflow_scripts.core import contracts, tables
 
     registered = [name for name, value in vars(contracts).items()
-                  if isinstance(value, contracts.Contract) and contracts.CONTRACTS.get(value.name) is value]
+                  if isinstance(value, tables.Contract) and contracts.CONTRACTS.get(value.name) is value]
     assert len(registered) == len(contracts.CONTRACTS)
     sources = [path for name, path in MODULES.items() if name != "workflow_scripts.core.contracts"]
     used = sum((code_references(path) for path in [*sources, *(PROJECT_ROOT / "rules").rglob("*.smk")]), Counter())

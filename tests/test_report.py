@@ -14,7 +14,8 @@ import pytest
 import yaml
 from workflow_helpers import planned_jobs, snakemake
 
-from workflow_scripts.core.contracts import CONTRACTS, read_table
+from workflow_scripts.core.contracts import CONTRACTS
+from workflow_scripts.core.tables import read_table
 from workflow_scripts.report.summary import cell, markdown_table
 
 FIGURES = ("frontiers", "calibration", "outcomes", "utility", "cost_breakdown", "cost_frontiers")

@@ -136,16 +136,8 @@ def test_ppi_difference_rows_pair_policies_on_their_shared_questions():
 
 def _stage_inputs(tmp_path):
     """Two policies' judgments, answers and runs as the review rules read them (tables built by hand)."""
-    from workflow_scripts.core.contracts import (
-        GENERATIONS,
-        JUDGMENTS_A,
-        JUDGMENTS_C,
-        QUESTIONS,
-        RUNS,
-        UNITS,
-        frame,
-        write_table,
-    )
+    from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_A, JUDGMENTS_C, QUESTIONS, RUNS, UNITS
+    from workflow_scripts.core.tables import frame, write_table
 
     qids = [f"q{i}" for i in range(6)]
     write_table(frame([{"dataset": "d", "qid": q, "group_id": "p", "text": f"What is {q}?", "answers": [f"ref {q}"],

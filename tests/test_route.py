@@ -5,7 +5,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import SPLITS, write_table
+from workflow_scripts.core.contracts import SPLITS
+from workflow_scripts.core.tables import write_table
 from workflow_scripts.routing import protocol
 
 ROUTERS = {"ridge": {"kind": "ridge", "alpha": 20}, "random": {"kind": "random"}, "always": {"kind": "always"}}

@@ -10,7 +10,8 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from workflow_scripts.core.contracts import ROUTER_OOF_SCORES, ROUTER_ROUTED, conform
+from workflow_scripts.core.contracts import ROUTER_OOF_SCORES, ROUTER_ROUTED
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.routers import (
     apply_frozen,

@@ -18,9 +18,10 @@ from llm_fakes import WordTokenBackend
 from tiny_demo import DATASET, UNBATCHED, differences, reference_run, shard, tiny_workdir
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core import contracts, runtime, shards
+from workflow_scripts.core import runtime, shards, tables
 from workflow_scripts.core.cache import read_cache
-from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS, frame, read_table, write_table
+from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS
+from workflow_scripts.core.tables import frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.study_c import synthetic
@@ -58,10 +59,10 @@ def test_more_shards_than_items_is_an_error_naming_the_stage():
 
 
 def test_a_shard_reads_its_rows_a_batch_at_a_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(contracts, "GROUP_ROWS", 8)
+    monkeypatch.setattr(tables, "GROUP_ROWS", 8)
     rows = [{"qid": f"p{i}:problem", "paper_id": f"p{i}", "query_type": "problem", "text": f"text {i}"} for i in range(40)]
     path = tmp_path / "queries.parquet"
-    with contracts.TableWriter(path, STUDY_C_QUERIES) as writer:  # five row groups
+    with tables.TableWriter(path, STUDY_C_QUERIES) as writer:  # five row groups
         writer.write(frame(rows, STUDY_C_QUERIES))
     batches = {index: list(shards.owned_batches(path, STUDY_C_QUERIES, "qid", shards.Shard("study_c_strategy", index, 3),
                                                 "queries")) for index in range(3)}
@@ -106,14 +107,14 @@ def test_the_gather_restores_the_unsharded_order_and_refuses_a_missing_shard(tmp
 
 @pytest.mark.parametrize("group_rows", [7, 20_000])
 def test_the_gather_streams_rows_in_an_input_tables_order(tmp_path, monkeypatch, group_rows):
-    monkeypatch.setattr(contracts, "GROUP_ROWS", group_rows)  # several row groups and merge batches, or one
+    monkeypatch.setattr(tables, "GROUP_ROWS", group_rows)  # several row groups and merge batches, or one
     monkeypatch.setattr(shards, "GROUP_ROWS", group_rows)
     order = [f"u{i}" for i in (3, 1, 4, 15, 9, 2, 6, 5, 35, 8, 97, 93, 23, 84, 62, 64, 33, 83, 27, 95, 0, 28, 88, 41)]
     vectors = lambda ids: frame([{"unit_id": unit, "group_id": "g", "vector": [float(unit[1:])]} for unit in ids], UNIT_VECTORS)
     reference = tmp_path / "units.parquet"
     pl.DataFrame({"unit_id": order}).write_parquet(reference)
     whole = tmp_path / "whole.parquet"
-    with contracts.TableWriter(whole, UNIT_VECTORS) as writer:
+    with tables.TableWriter(whole, UNIT_VECTORS) as writer:
         writer.write(vectors(order))
     parts = [tmp_path / f"{index}-of-3.parquet" for index in range(3)]
     for index, part in enumerate(parts):

@@ -5,7 +5,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import COMPARISONS, conform
+from workflow_scripts.core.contracts import COMPARISONS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.stats import compare_policies, group_bootstrap, group_permutation_test, win_tie_loss
 

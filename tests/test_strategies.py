@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
 
-from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, conform
+from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import DEFAULTS
@@ -216,7 +217,8 @@ def test_parsers():
 def test_unit_texts_reads_only_the_units_asked(tmp_path, monkeypatch):
     """Issue 16 (bounded memory): a strategy job reads the texts of the retrieved units, not the whole units table;
     the texts equal colbert.doc_texts of the table, and the answers equal those from an in-memory mapping."""
-    from workflow_scripts.core.contracts import UNITS, frame, write_table
+    from workflow_scripts.core.contracts import UNITS
+    from workflow_scripts.core.tables import frame, write_table
     from workflow_scripts.retrieval import colbert
 
     units = frame(({"dataset": "t", "group_id": docid, "unit_id": docid, "kind": "document", "position": 0,

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 from local_server import JsonHandler, chat_completion, serving
 
-from workflow_scripts.core.contracts import STUDY_C_METRICS
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import constraints
 from workflow_scripts.llm import engine as llm

@@ -4,7 +4,8 @@ distribution per split, the uncertainty features, and constant labels that leave
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS, frame, write_table
+from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS
+from workflow_scripts.core.tables import frame, write_table
 from workflow_scripts.routing import protocol
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,

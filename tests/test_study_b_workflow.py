@@ -19,8 +19,8 @@ from workflow_scripts.core.contracts import (
     RUNS,
     SPLITS,
     UNITS,
-    read_table,
 )
+from workflow_scripts.core.tables import read_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.needs_data]
 

@@ -15,15 +15,9 @@ from local_server import JsonHandler, chat_completion, serving
 from test_colbert import tiny_encoder
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core.contracts import (
-    JUDGMENTS_C,
-    STUDY_C_ANSWERS,
-    STUDY_C_METRICS,
-    STUDY_C_QUERIES,
-    STUDY_C_RUNS,
-    frame,
-    read_table,
-)
+from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
+from workflow_scripts.core.tables import frame, read_table
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.llm.templates import DEFAULTS
 from workflow_scripts.study_c import tables as study_c
 

@@ -5,7 +5,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import GENERATIONS, STUDY_C_QUERIES, conform, frame
+from workflow_scripts.core.contracts import GENERATIONS, STUDY_C_QUERIES
+from workflow_scripts.core.tables import conform, frame
 from workflow_scripts.study_c import synthetic
 
 

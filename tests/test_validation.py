@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from workflow_scripts.config.validate import validate_config
-from workflow_scripts.core.contracts import JUDGE_VALIDATION_ITEMS, conform
+from workflow_scripts.core.contracts import JUDGE_VALIDATION_ITEMS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import validation
 

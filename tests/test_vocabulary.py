@@ -8,8 +8,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from workflow_scripts.core import schema as config_schema
-from workflow_scripts.core import vocabulary
+from workflow_scripts.core import schema as config_schema, vocabulary
 from workflow_scripts.core.schema import ENUM_MARKER, SCHEMA_PATH, load_schema, problem_lines
 
 RAW = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -90,7 +89,7 @@ def test_a_value_added_to_the_vocabulary_alone_is_accepted_by_the_schema(monkeyp
 
 
 def test_each_dispatch_table_is_keyed_by_its_enumeration():
-    from workflow_scripts.core.contracts import FEATURE_FAMILY
+    from workflow_scripts.core.vocabulary import FEATURE_FAMILY
     from workflow_scripts.ingest.adapters import pool, registry, trec
     from workflow_scripts.llm import engine
     from workflow_scripts.retrieval import dense, rerank

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core.contracts import CONTRACTS, read_table
+from workflow_scripts.core.contracts import CONTRACTS
+from workflow_scripts.core.tables import read_table
 
 TABLES = ("units", "questions", "qrels", "splits")
 PAIRS = 2  # keep_vs_hybrid, dense_vs_rrf (config.yaml)

@@ -36,12 +36,12 @@ from workflow_scripts.core.contracts import (
     JUDGMENTS_A,
     JUDGMENTS_C,
     QUESTIONS,
-    SCORE_BASES,
     RUNS,
     SPLITS,
     UNITS,
-    read_table,
 )
+from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.vocabulary import SCORE_BASES
 from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges

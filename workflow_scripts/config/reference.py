@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import CONTRACTS, Contract
+from workflow_scripts.core.contracts import CONTRACTS
+from workflow_scripts.core.tables import Contract
 from workflow_scripts.core.schema import load_schema
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

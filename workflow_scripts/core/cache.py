@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from workflow_scripts.core.contracts import Contract, conform, write_table
+from workflow_scripts.core.tables import Contract, conform, write_table
 from workflow_scripts.core.errors import InputError
 
 

@@ -1,71 +1,44 @@
 """Data contracts: the schema of every canonical Parquet table, declared once, checked on every write.
 
 Every table's schema lives here and nowhere else, grouped by the stage that writes it: ingest, retrieval,
-generation (LLM cache, generations), judging, utility labels, router features, routers, budget frontiers and
-paired comparisons, with the enumerations and column-name tuples they are built from. `CONTRACTS` maps each
-table name to its contract. Stage modules import their contracts from here; this module imports no other
-stage module (only `errors`, `atomic` and `vocabulary`), so it can never take part in an import cycle.
+evaluation, generation (LLM cache, generations), judging, utility labels, router features, routers, budget
+frontiers, paired comparisons, measured cost and Study C. `CONTRACTS` maps each table name to its contract. The
+values the tables hold (unit kinds, statuses, outcomes, feature names ...) are named in `vocabulary.py`; the
+reader and writers that check a contract are in `tables.py`. This module imports neither a stage nor anything
+but `tables` and `vocabulary`, so it can never take part in an import cycle.
 
-In:  a polars DataFrame (or rows as dicts) that a stage produced.
-Out: the same data cast to the contract's column order and types, written atomically (`core/atomic.py`), so a
-     killed job never leaves a half-written table behind; a table too large to hold is written batch by batch
-     (`TableWriter`) and read back batch by batch (`table_batches`).
-
-A violation (missing or extra column, a type that does not cast, a null where none is allowed, a value outside
-an enumeration, a duplicated key) raises `ContractError` naming the table, the column and a few offending rows.
+In:  nothing (declarations only).
+Out: one `Contract` per table (`tables.Contract`: columns with type, nullability and meaning; key; enumerations)
+     and the registry `CONTRACTS`; `docs/outputs.md` is generated from it.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
 import polars as pl
 
-from workflow_scripts.core.atomic import atomic_file, write_parquet_atomic
-from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import BACKENDS, BOOTSTRAP_METHODS, SPLIT_ORDER
-
-
-class ContractError(InputError):
-    """A table does not satisfy its declared contract."""
-
-
-@dataclass(frozen=True)
-class Column:
-    dtype: pl.DataType
-    nullable: bool = False
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Contract:
-    name: str
-    columns: Mapping[str, Column]
-    key: tuple[str, ...]
-    enums: Mapping[str, frozenset[str]] = field(default_factory=dict)
-
-    @property
-    def schema(self) -> dict[str, pl.DataType]:
-        return {name: column.dtype for name, column in self.columns.items()}
-
-    def select(self, *names: str) -> Contract:
-        """The contract of some of the columns (the key checked when all its columns are among them)."""
-        unknown = [name for name in names if name not in self.columns]
-        if unknown:
-            raise ValueError(f"table '{self.name}' has no columns {unknown}")
-        return Contract(self.name, {name: self.columns[name] for name in names},
-                        self.key if set(self.key) <= set(names) else (),
-                        {name: allowed for name, allowed in self.enums.items() if name in names})
+from workflow_scripts.core.tables import Column, Contract
+from workflow_scripts.core.vocabulary import (
+    ARM_OUTCOMES,
+    BACKENDS,
+    BOOTSTRAP_METHODS,
+    COST_BASES,
+    COST_STAGES,
+    FEATURE_FAMILY,
+    FRONTIER_RULES,
+    OBTAINED,
+    QUERY_TYPES,
+    RETRIEVAL_OUTCOMES,
+    SCORE_BASES,
+    SPLIT_ORDER,
+    STATUSES,
+    STUDY_C_METRICS,
+    TOKEN_COLUMNS,
+    UNIT_KINDS,
+)
 
 
 # --- Ingest (ingest/stage.py, ingest/splits.py): units, questions, relevance judgments and the grouped splits
 
-UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})
 SPLIT_NAMES = frozenset(SPLIT_ORDER)
 
 UNITS = Contract(
@@ -243,7 +216,6 @@ METRICS_SUMMARY = Contract(
 
 # --- Generation (llm/engine.py): the LLM cache and one row per generated request
 
-TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")  # an LLM call's usage, priced by models.<role>.prices
 
 TOKEN_STEP = pl.Struct({
     "token": pl.String(), "alternatives": pl.List(pl.Struct({"text": pl.String(), "logprob": pl.Float64()})),
@@ -313,9 +285,6 @@ GENERATIONS = Contract(
 
 # --- Judging (judging/judges.py): one judgment per item, Study C and Study A
 
-STATUSES = frozenset({"ok", "length", "parse_failed", "error"})
-OBTAINED = ("constrained", "parsed", "repaired", "reasked", "length", "parse_failed", "error")
-STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
 
 _COMMON = {
     "item_id": Column(pl.String(), doc="the judged item (e.g. '<qid>|<policy>')"),
@@ -329,7 +298,6 @@ _COMMON = {
                     "re-score included; null: a server did not say)")
        for name, what in zip(TOKEN_COLUMNS, ("prompt tokens", "tokens generated"))},
 }
-SCORE_BASES = ("masked_exact", "top_k", "argmax_only")  # judging/scores.py, strongest first
 
 
 def _expected(name: str, what: str) -> dict[str, Column]:
@@ -408,8 +376,6 @@ JUDGE_VALIDATION_ITEMS = Contract(
 
 # --- Utility labels (routing/labels.py): what firing the router changes for each query
 
-ARM_OUTCOMES = ("rescue", "harm", "tie")
-RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")
 
 LABELS = Contract(
     name="labels",
@@ -426,21 +392,6 @@ LABELS = Contract(
 
 
 # --- Router features (routing/features.py): one wide table per cost family, one Float64 column per feature
-
-KEEP_FEATURE_NAMES = (
-    "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
-)
-QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
-QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
-UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob", "unc_seq_logprob")
-PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
-
-FEATURE_FAMILY = {
-    **{name: "base_arm" for name in KEEP_FEATURE_NAMES},
-    **{name: "query_only" for name in QUERY_FEATURE_NAMES},
-    **{name: "uncertainty" for name in UNCERTAINTY_FEATURE_NAMES},
-    **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
-}
 
 
 FEATURES = Contract(
@@ -497,7 +448,6 @@ ROUTED = Contract(  # every router of a pair on calibration and held-out, with t
 
 # --- Budget frontiers (routing/frontiers.py): frontier rows per budget and the calibration audit
 
-RULES = ("deployable", "conservative")
 
 ROUTER_FRONTIERS = Contract(
     name="frontiers of one router",
@@ -514,7 +464,7 @@ ROUTER_FRONTIERS = Contract(
         "n_heldout": Column(pl.Int64()),
     },
     key=("frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *RULES})},
+    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
 )
 
 FRONTIERS = Contract(  # every router of a pair (route_frontiers)
@@ -536,7 +486,7 @@ AUDIT = Contract(
         "mean_accuracy": Column(pl.Float64()),
     },
     key=("budget", "rule"),
-    enums={"rule": frozenset(RULES)},
+    enums={"rule": frozenset(FRONTIER_RULES)},
 )
 
 
@@ -569,10 +519,6 @@ COMPARISONS = Contract(
 
 # --- Measured cost (cost/ledger.py, cost/pricing.py, routing/costs.py): the per-query ledger and what each routing policy costs
 
-COST_STAGES = frozenset({
-    "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
-})
-COST_BASES = frozenset({"item", "job_even"})
 
 COST_LEDGER = Contract(
     name="cost_ledger",
@@ -634,7 +580,7 @@ COST_FRONTIERS = Contract(
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
     },
     key=("router", "frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *RULES})},
+    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
 )
 
 REUSE_COSTS = Contract(
@@ -657,7 +603,6 @@ REUSE_COSTS = Contract(
 
 # --- Study C (study_c/: synthetic, strategies, tables): synthetic queries, strategy runs, answers with costs
 
-QUERY_TYPES = frozenset({"problem", "method"})
 
 STUDY_C_QUERIES = Contract(
     name="study_c_queries",
@@ -723,203 +668,3 @@ CONTRACTS = {
         STUDY_C_QUERIES, STUDY_C_RUNS, STUDY_C_ANSWERS,
     )
 }
-
-
-def frame(rows: Iterable[Mapping], contract: Contract) -> pl.DataFrame:
-    """Build a DataFrame with the contract's schema from row dicts (missing nullable keys become null)."""
-    rows = list(rows)
-    data = {name: [row.get(name) for row in rows] for name in contract.columns}
-    return conform(pl.DataFrame(data, schema=contract.schema, strict=False), contract)
-
-
-def _examples(values: Iterable, limit: int = 5) -> str:
-    values = [repr(value) for value in values]
-    shown = ", ".join(values[:limit])
-    return shown + (f" (and {len(values) - limit} more)" if len(values) > limit else "")
-
-
-def conform(table: pl.DataFrame, contract: Contract) -> pl.DataFrame:
-    """Check `table` against `contract`; return it cast to the declared order and types."""
-    missing = [name for name in contract.columns if name not in table.columns]
-    extra = [name for name in table.columns if name not in contract.columns]
-    if missing or extra:
-        raise ContractError(
-            f"table '{contract.name}': missing columns {missing}, unexpected columns {extra}; "
-            f"the contract is {list(contract.columns)}"
-        )
-    try:
-        table = table.select(
-            pl.col(name).cast(column.dtype, strict=True) for name, column in contract.columns.items()
-        )
-    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as error:
-        raise ContractError(f"table '{contract.name}': a column does not cast to its declared type: {error}")
-    for name, column in contract.columns.items():
-        if not column.nullable and table[name].null_count():
-            raise ContractError(
-                f"table '{contract.name}': column '{name}' has {table[name].null_count()} null values "
-                f"and allows none"
-            )
-    for name, allowed in contract.enums.items():
-        bad = set(table[name].drop_nulls().unique().to_list()) - allowed
-        if bad:
-            raise ContractError(
-                f"table '{contract.name}': column '{name}' has values {_examples(sorted(bad))}; "
-                f"allowed: {sorted(allowed)}"
-            )
-    if not contract.key:  # a part of a table without its key columns (`Contract.select`)
-        return table
-    duplicated = table.filter(pl.struct(contract.key).is_duplicated()).select(contract.key).unique()
-    if duplicated.height:
-        keys = [tuple(row) if len(row) > 1 else row[0] for row in duplicated.sort(contract.key).rows()]
-        raise ContractError(
-            f"table '{contract.name}': {duplicated.height} duplicated {'/'.join(contract.key)} values: "
-            f"{_examples(keys)}"
-        )
-    return table
-
-
-def write_table(table: pl.DataFrame, path: str | os.PathLike, contract: Contract) -> pl.DataFrame:
-    """Conform `table` and write it as Parquet at `path` atomically; return the conformed table."""
-    table = conform(table, contract)
-    write_parquet_atomic(table, path)
-    return table
-
-
-def read_table(
-    path: str | os.PathLike, contract: Contract, where: tuple[str, Iterable[Any]] | None = None,
-    columns: Sequence[str] | None = None,
-) -> pl.DataFrame:
-    """Read a canonical table and check it against its contract (a stale or foreign file fails loudly);
-    `where=(column, values)` reads only the rows whose column is one of the values (the rest never loaded);
-    `columns` reads only those columns (checked against their part of the contract)."""
-    path = Path(path)
-    if not path.exists():
-        raise ContractError(f"table '{contract.name}': file {path} does not exist")
-    if columns is not None:
-        contract = contract.select(*columns)
-        _check_stored(path, contract)
-    if where is None:
-        return conform(pl.read_parquet(path, columns=list(contract.columns) if columns is not None else None), contract)
-    column, values = where
-    wanted = pl.Series(values, dtype=contract.columns[column].dtype)
-    scan = pl.scan_parquet(path).filter(pl.col(column).is_in(wanted.implode()))
-    return conform((scan.select(list(contract.columns)) if columns is not None else scan).collect(), contract)
-
-
-GROUP_ROWS = 20_000  # rows per Parquet row group of a table written in batches (`TableWriter`)
-
-
-class TableWriter:
-    """A contract table written batch by batch, so a job holds one batch of rows, not the table (used as a context
-    manager; the file appears atomically when the block ends without error).
-
-    Every batch is conformed. Rows are cut into row groups of exactly `GROUP_ROWS` (the last one shorter) whatever
-    batch sizes the caller writes, so any two writers given the same rows in the same order write the same bytes;
-    a table of at most one row group is written by polars at the end, the very file `write_table` writes. The key
-    is checked over the whole table: a 64-bit hash per row is kept, and when two collide the keys themselves are
-    read back and checked, which raises the duplicates message `write_table` would."""
-
-    def __init__(self, path: str | os.PathLike, contract: Contract) -> None:
-        self.path, self.contract = Path(path), contract
-        self.pending: list[pl.DataFrame] = []
-        self.pending_rows = 0
-        self.hashes: list[pl.Series] = []
-        self.writer: Any = None
-        self.arrow_schema: Any = None
-
-    def __enter__(self) -> TableWriter:
-        self.atomic = atomic_file(self.path)
-        self.temporary = self.atomic.__enter__()
-        return self
-
-    def write(self, batch: pl.DataFrame) -> None:
-        """Append rows (any number, zero included)."""
-        batch = conform(batch, self.contract)
-        if batch.height == 0:
-            return
-        self.hashes.append(batch.select(pl.struct(self.contract.key).hash())[:, 0])
-        self.pending.append(batch)
-        self.pending_rows += batch.height
-        while self.pending_rows > GROUP_ROWS:  # a full group and at least one row after it: not the only group
-            self._flush(GROUP_ROWS)
-
-    def _flush(self, rows: int) -> None:
-        import pyarrow.parquet as pq
-
-        pending = pl.concat(self.pending, rechunk=False)
-        group, rest = pending.head(rows), pending.slice(rows)
-        if self.writer is None:
-            self.arrow_schema = conform(pl.DataFrame(schema=self.contract.schema), self.contract).to_arrow().schema
-            self.writer = pq.ParquetWriter(self.temporary, self.arrow_schema, compression="zstd",
-                                           write_statistics=True)
-        self.writer.write_table(group.to_arrow().cast(self.arrow_schema), row_group_size=rows)
-        self.pending, self.pending_rows = ([rest] if rest.height else []), rest.height
-
-    def _check_keys(self) -> None:
-        hashes = pl.concat(self.hashes, rechunk=False) if self.hashes else pl.Series([], dtype=pl.UInt64)
-        if hashes.n_unique() == hashes.len():
-            return
-        conform(pl.read_parquet(self.temporary, columns=list(self.contract.key)), self.contract.select(*self.contract.key))
-
-    def _finish(self) -> None:
-        if self.writer is None:
-            table = pl.concat(self.pending) if self.pending else pl.DataFrame(schema=self.contract.schema)
-            conform(table, self.contract).write_parquet(self.temporary, compression="zstd", statistics=True)
-        else:
-            while self.pending_rows:
-                self._flush(min(self.pending_rows, GROUP_ROWS))
-            self._close()
-        self._check_keys()
-
-    def _close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> bool:
-        try:
-            if kind is None:
-                self._finish()
-        except BaseException:
-            self._close()
-            self.atomic.__exit__(*sys.exc_info())  # deletes the partial file
-            raise
-        self._close()
-        return bool(self.atomic.__exit__(kind, error, trace))
-
-
-def table_batches(path: str | os.PathLike, contract: Contract, rows: int | None = None,
-                  columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
-    """A contract table read `rows` (default GROUP_ROWS) at a time, all its columns or the named ones, each batch
-    checked against its part of the contract, never whole; a missing file fails like `read_table`."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.exists():
-        raise ContractError(f"table '{contract.name}': file {path} does not exist")
-    part = contract.select(*(contract.columns if columns is None else columns))
-    stored = _check_stored(path, part)
-    for batch in stored.iter_batches(batch_size=rows or GROUP_ROWS, columns=list(part.columns)):
-        yield conform(pl.from_arrow(batch), part)
-
-
-def table_rows(path: str | os.PathLike) -> int:
-    """The number of rows of a Parquet table (from its footer)."""
-    return open_parquet(path).metadata.num_rows
-
-
-def open_parquet(path: str | os.PathLike) -> Any:
-    """A pyarrow ParquetFile to read a batch at a time. Buffered reads without pre-buffering: pyarrow's default
-    pre-buffers every column chunk it iterates over, so `iter_batches` held the whole file (1.4 GB for 800k vectors)."""
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
-
-
-def _check_stored(path: Path, contract: Contract) -> Any:
-    """The opened Parquet file at `path`; a ContractError when it lacks one of the contract's columns."""
-    stored = open_parquet(path)
-    missing = [name for name in contract.columns if name not in stored.schema_arrow.names]
-    if missing:
-        raise ContractError(f"table '{contract.name}': file {path} has no columns {missing}")
-    return stored

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import (
-    CONTRACTS,
-    GROUP_ROWS,
+from workflow_scripts.core.contracts import CONTRACTS
+from workflow_scripts.core.tables import (
     Contract,
+    GROUP_ROWS,
     TableWriter,
     frame,
     open_parquet,

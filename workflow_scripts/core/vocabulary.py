@@ -99,6 +99,39 @@ STRATEGY_SETTINGS = {
 }
 
 
+# --- What the tables hold (core/contracts.py builds the table schemas from these)
+UNIT_KINDS = frozenset({"paragraph", "heading", "caption", "passage", "abstract", "document"})  # a unit's kind
+TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")  # an LLM call's usage, priced by models.<role>.prices
+STATUSES = frozenset({"ok", "length", "parse_failed", "error"})  # a generation's or judgment's status
+OBTAINED = ("constrained", "parsed", "repaired", "reasked", "length", "parse_failed", "error")  # how a judgment came
+STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")  # the 1-5 scores
+SCORE_BASES = ("masked_exact", "top_k", "argmax_only")  # judging/scores.py, strongest first
+ARM_OUTCOMES = ("rescue", "harm", "tie")  # a label's sign between two arms (Study A)
+RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")  # ... between no retrieval and retrieval (Study B)
+FRONTIER_RULES = ("deployable", "conservative")  # how a frontier's threshold is set on calibration
+
+# router features by family (routing/features.py)
+KEEP_FEATURE_NAMES = (
+    "top1_cos", "gap12_cos", "mean_top5_cos", "overlap_top10", "rerank_top1_vector_rank", "caption_share"
+)
+QUESTION_WORDS = ("what", "which", "who", "when", "where", "why", "how", "yesno", "other")
+QUERY_FEATURE_NAMES = ("q_tokens", "q_has_digits", "q_capitalized") + tuple(f"qword_{w}" for w in QUESTION_WORDS)
+UNCERTAINTY_FEATURE_NAMES = ("unc_entropy", "unc_min_prob", "unc_seq_logprob")
+PROBE_FEATURE_NAMES = ("bm25_top1", "bm25_gap12", "bm25_mean_top5")
+FEATURE_FAMILY = {
+    **{name: "base_arm" for name in KEEP_FEATURE_NAMES},
+    **{name: "query_only" for name in QUERY_FEATURE_NAMES},
+    **{name: "uncertainty" for name in UNCERTAINTY_FEATURE_NAMES},
+    **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
+}
+
+COST_STAGES = frozenset({  # the ledger's stages (cost/ledger.py)
+    "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
+})
+COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
+QUERY_TYPES = frozenset({"problem", "method"})  # Study C's synthetic queries
+
+
 def enumerations() -> dict[str, tuple]:
     """The enumerations the config schema's `x-enum: <name>` markers take, read when the schema is loaded."""
     return {

@@ -23,7 +23,9 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS, TOKEN_COLUMNS, read_table
+from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS
+from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.vocabulary import TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
 
 COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")

@@ -18,7 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import COST_LEDGER, RANKING, conform, read_table
+from workflow_scripts.core.contracts import COST_LEDGER, RANKING
+from workflow_scripts.core.tables import conform, read_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
 from workflow_scripts.cost.ledger import stage_rows

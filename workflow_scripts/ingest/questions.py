@@ -35,7 +35,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import GENERATED_QUESTIONS, frame
+from workflow_scripts.core.contracts import GENERATED_QUESTIONS
+from workflow_scripts.core.tables import frame
 from workflow_scripts.ingest.adapters.registry import stream_for
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply

@@ -18,13 +18,13 @@ with `write(batch)` and `finish() -> LazyFrame` (the tests keep the batches in m
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
 - duplicate unit ids or question ids stop the run with an error listing a few of them (unit ids over the whole
-  stream, once it is read: the message is the one `contracts.conform` gives for the whole table);
+  stream, once it is read: the message is the one `tables.conform` gives for the whole table);
 - an empty corpus, or an empty question set of a format that has questions (not the corpus-only formats
   `registry.CORPUS_ONLY`), stops the run, and so does an id that is empty or contains whitespace or
   control characters (tab, newline: run files and TREC files separate their fields by whitespace);
 - qrels naming unknown units or questions are kept (they are real judgments: recall counts them) and counted
   as warnings (`qrels_unknown_units`, `qrels_unknown_questions`).
-Every batch is checked with `contracts.conform` as the adapter gave it and again as written; a batch that breaks
+Every batch is checked with `tables.conform` as the adapter gave it and again as written; a batch that breaks
 the units contract in another way than a repeated id (a null, a kind outside the enumeration: adapter bugs, not
 input) stops the run at that batch, and the message counts that batch's rows.
 """
@@ -39,17 +39,8 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_file, write_json_atomic
-from workflow_scripts.core.contracts import (
-    GENERATED_QUESTIONS,
-    QRELS,
-    QUESTIONS,
-    UNITS,
-    ContractError,
-    conform,
-    frame,
-    read_table,
-    write_table,
-)
+from workflow_scripts.core.contracts import GENERATED_QUESTIONS, QRELS, QUESTIONS, UNITS
+from workflow_scripts.core.tables import ContractError, conform, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Units
 from workflow_scripts.ingest.adapters.registry import CORPUS_ONLY, adapter_for, stream_for
@@ -74,7 +65,7 @@ class Tables:
 
 class ParquetSink:
     """Writes the unit batches to one zstd Parquet file (with statistics) at `path`. A single batch (a small
-    corpus) is written by polars at `finish`, the very file `contracts.write_table` writes; from the second batch
+    corpus) is written by polars at `finish`, the very file `tables.write_table` writes; from the second batch
     on, each batch is one row group of a pyarrow `ParquetWriter` (pyarrow is imported only then)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -124,7 +115,7 @@ class UnitBatches:
     def write(self, rows: list[dict]) -> None:
         if not rows:
             return
-        data = {name: [row.get(name) for row in rows] for name in UNITS.columns}  # as `contracts.frame` builds it
+        data = {name: [row.get(name) for row in rows] for name in UNITS.columns}  # as `tables.frame` builds it
         data["dataset"] = [self.dataset] * len(rows)
         batch = pl.DataFrame(data, schema=UNITS.schema, strict=False)
         self.hashes.append(batch["unit_id"].hash())

@@ -33,7 +33,9 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C, OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS, Contract, frame
+from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C
+from workflow_scripts.core.tables import Contract, frame
+from workflow_scripts.core.vocabulary import OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import JUDGE_SCORINGS
 from workflow_scripts.judging import scores

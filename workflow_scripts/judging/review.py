@@ -65,16 +65,9 @@ from pathlib import Path
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import (
-    GENERATIONS,
-    JUDGMENTS_A,
-    JUDGMENTS_C,
-    QUESTIONS,
-    RUNS,
-    STUDY_C_METRICS,
-    UNITS,
-    read_table,
-)
+from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_A, JUDGMENTS_C, QUESTIONS, RUNS, UNITS
+from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference, ppi_mean
 

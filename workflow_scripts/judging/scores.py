@@ -35,7 +35,7 @@ from typing import Any
 
 import jsonschema
 
-from workflow_scripts.core.contracts import SCORE_BASES
+from workflow_scripts.core.vocabulary import SCORE_BASES
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm.backends import TokenStep
 

@@ -71,7 +71,8 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
-from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, frame
+from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE
+from workflow_scripts.core.tables import frame
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import rendering, server
 from workflow_scripts.llm.backends import (

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
-from workflow_scripts.core.contracts import STUDY_C_METRICS
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import constraints
 from workflow_scripts.llm.constraints import Constraint, bounded_text, integer, record

@@ -18,7 +18,8 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import RUNS, conform
+from workflow_scripts.core.contracts import RUNS
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.vocabulary import ranking_name
 from workflow_scripts.retrieval.fusion import rrf
 

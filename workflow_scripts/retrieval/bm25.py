@@ -72,7 +72,8 @@ from typing import IO, Any
 import polars as pl
 
 from workflow_scripts.core.atomic import PARTIAL_SUFFIX, atomic_folder, write_json_atomic
-from workflow_scripts.core.contracts import RANKING, UNITS, ContractError, conform, table_batches
+from workflow_scripts.core.contracts import RANKING, UNITS
+from workflow_scripts.core.tables import ContractError, conform, table_batches
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import SCOPES
 from workflow_scripts.retrieval.lucene import anserini_jar_folder, pyserini_ready

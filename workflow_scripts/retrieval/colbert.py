@@ -215,7 +215,8 @@ def doc_texts(units: Any) -> dict[str, str]:
 def index_units(units: str, spec: Mapping[str, Any], checkpoint: Path, index_dir: Path) -> None:
     """Rule study_c_colbert_index's work: every unit's "title. abstract" into a PLAID index at `index_dir`, in unit_id
     order."""
-    from workflow_scripts.core.contracts import UNITS, read_table
+    from workflow_scripts.core.contracts import UNITS
+    from workflow_scripts.core.tables import read_table
 
     table = read_table(units, UNITS).sort("unit_id")
     texts = doc_texts(table)

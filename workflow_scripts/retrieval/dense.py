@@ -25,19 +25,8 @@ from threadpoolctl import threadpool_limits
 from workflow_scripts.core import models
 from workflow_scripts.core.atomic import atomic_file
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
-from workflow_scripts.core.contracts import (
-    EMBEDDING_CACHE,
-    QUESTION_VECTORS,
-    QUESTIONS,
-    RANKING,
-    UNIT_VECTORS,
-    UNITS,
-    TableWriter,
-    conform,
-    read_table,
-    table_batches,
-    table_rows,
-)
+from workflow_scripts.core.contracts import EMBEDDING_CACHE, QUESTIONS, QUESTION_VECTORS, RANKING, UNITS, UNIT_VECTORS
+from workflow_scripts.core.tables import TableWriter, conform, read_table, table_batches, table_rows
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.shards import Shard, owned_batches

@@ -39,7 +39,8 @@ import polars as pl
 
 from workflow_scripts.core import models
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
-from workflow_scripts.core.contracts import QUESTIONS, SCORE_CACHE, UNITS, read_table
+from workflow_scripts.core.contracts import QUESTIONS, SCORE_CACHE, UNITS
+from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.core.vocabulary import RERANKER_KINDS

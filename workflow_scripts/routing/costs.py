@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import FEATURE_FAMILY
+from workflow_scripts.core.vocabulary import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
 from workflow_scripts.cost.pricing import Costs, PairPlan
@@ -38,7 +38,7 @@ def router_families(frozen: Sequence[str]) -> dict[str, frozenset[str]]:
         unknown = [name for name in names if name not in FEATURE_FAMILY]
         if unknown:
             raise InputError(f"route costs: router '{router}' reads features {unknown} that belong to no cost family "
-                             f"(contracts.FEATURE_FAMILY)")
+                             f"(vocabulary.FEATURE_FAMILY)")
         families[router] = frozenset(FEATURE_FAMILY[name] for name in names)
     return families
 

@@ -18,7 +18,7 @@ In / out, per family (each feature's family is what a router must pay before it 
   bm25_top1, bm25_gap12, bm25_mean_top5 (zeros for a query with no hit).
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
 The feature catalogue (names, FEATURE_FAMILY) and the written table's contract (FEATURES, of which a pair's
-table holds its families' columns) are declared in `contracts.py`.
+table holds its families' columns) are declared in `vocabulary.py` and `contracts.py`.
 
 Definitions (k = 10 unless the query has fewer units; a query with one unit has gap12 = 0):
 top1_cos = cosine of vector rank 1; gap12_cos = cos(rank 1) − cos(rank 2); mean_top5_cos = mean cosine of
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from workflow_scripts.core.contracts import (
+from workflow_scripts.core.vocabulary import (
     KEEP_FEATURE_NAMES,
     PROBE_FEATURE_NAMES,
     QUERY_FEATURE_NAMES,

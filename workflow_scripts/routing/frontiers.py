@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import ROUTER_FRONTIERS, RULES
+from workflow_scripts.core.contracts import ROUTER_FRONTIERS
 from workflow_scripts.core.errors import InputError
 
 ROUNDING = 1e-9

@@ -36,15 +36,9 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import (
-    FEATURE_FAMILY,
-    GENERATIONS,
-    QUESTIONS,
-    RANKING,
-    RUNS,
-    UNITS,
-    read_table,
-)
+from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RANKING, RUNS, UNITS
+from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.vocabulary import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, LEARNED_ROUTERS, OFF, SCORE_ROUTERS, is_closed_book_pair
 from workflow_scripts.cost.pricing import measured_costs, trigger_cost

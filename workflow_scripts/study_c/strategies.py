@@ -48,14 +48,8 @@ import numpy as np
 import polars as pl
 
 from workflow_scripts.core import models
-from workflow_scripts.core.contracts import (
-    STUDY_C_ANSWERS,
-    STUDY_C_RUNS,
-    UNIT_VECTORS,
-    UNITS,
-    frame,
-    read_table,
-)
+from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS, UNITS, UNIT_VECTORS
+from workflow_scripts.core.tables import frame, read_table
 from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json
@@ -70,7 +64,7 @@ Hits = list[tuple[str, float]]
 
 class UnitTexts(Mapping[str, str]):
     """docid → `colbert.doc_texts` of that unit, read from the units table only for the docids asked: `load(docids)`
-    reads the missing ones in one filtered pass (contracts.read_table `where`), so a strategy job holds the texts of
+    reads the missing ones in one filtered pass (tables.read_table `where`), so a strategy job holds the texts of
     the units its queries retrieved, not the corpus. A docid never loaded is read on its own when looked up."""
 
     def __init__(self, path: Path):

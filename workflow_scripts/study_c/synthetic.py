@@ -29,7 +29,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS, frame, table_batches, table_rows
+from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS
+from workflow_scripts.core.tables import frame, table_batches, table_rows
 from workflow_scripts.core.shards import Shard, owned
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply

@@ -8,7 +8,8 @@ import logging
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import COST_LEDGER, QUESTIONS, read_table, write_table
+from workflow_scripts.core.contracts import COST_LEDGER, QUESTIONS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.cost.ledger import ledger, stage_totals
 

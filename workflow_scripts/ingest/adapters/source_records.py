@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core import contracts
+from workflow_scripts.core import contracts, tables
 from workflow_scripts.ingest import files
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Rest, Units, UnitStream
@@ -194,8 +194,8 @@ def bundle(
 ) -> Ingested:
     """The `Ingested` bundle: the rows (the dataset column added) as contract-conforming frames."""
     return Ingested(
-        units=contracts.frame(({**row, "dataset": dataset} for row in units), contracts.UNITS),
-        questions=contracts.frame(({**row, "dataset": dataset} for row in questions), contracts.QUESTIONS),
-        qrels=contracts.frame(qrels, contracts.QRELS),
+        units=tables.frame(({**row, "dataset": dataset} for row in units), contracts.UNITS),
+        questions=tables.frame(({**row, "dataset": dataset} for row in questions), contracts.QUESTIONS),
+        qrels=tables.frame(qrels, contracts.QRELS),
         counts=dict(counts),
     )

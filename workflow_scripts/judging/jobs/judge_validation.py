@@ -10,15 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import (
-    GENERATIONS,
-    JUDGE_VALIDATION_ITEMS,
-    JUDGMENTS_A,
-    QUESTIONS,
-    SPLITS,
-    read_table,
-    write_table,
-)
+from workflow_scripts.core.contracts import GENERATIONS, JUDGE_VALIDATION_ITEMS, JUDGMENTS_A, QUESTIONS, SPLITS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import validation
 

@@ -8,7 +8,8 @@ Out: results/<dataset>/report/<pair>/{frontiers,calibration,outcomes,utility,cos
 
 from typing import Any
 
-from workflow_scripts.core.contracts import AUDIT, COST_FRONTIERS, FRONTIERS, POLICY_COSTS, ROUTED, read_table
+from workflow_scripts.core.contracts import AUDIT, COST_FRONTIERS, FRONTIERS, POLICY_COSTS, ROUTED
+from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.report import figures
 

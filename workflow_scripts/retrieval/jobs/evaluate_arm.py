@@ -6,7 +6,8 @@ Out: results/<dataset>/metrics/<arm>.parquet (per query) and <arm>_summary.parqu
 
 from typing import Any
 
-from workflow_scripts.core.contracts import METRICS, METRICS_SUMMARY, QRELS, RUNS, SPLITS, read_table, write_table
+from workflow_scripts.core.contracts import METRICS, METRICS_SUMMARY, QRELS, RUNS, SPLITS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.retrieval.evaluate import evaluate_arm
 

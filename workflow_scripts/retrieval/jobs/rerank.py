@@ -9,7 +9,8 @@ Out: results/<dataset>/rerank/<reranker>.parquet (RERANK_SCORES).
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import RANKING, RERANK_SCORES, read_table, write_table
+from workflow_scripts.core.contracts import RANKING, RERANK_SCORES
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job, shard_of
 from workflow_scripts.retrieval.rerank import rerank
 

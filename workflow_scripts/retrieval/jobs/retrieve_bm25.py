@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import QUESTIONS, RANKING, read_table, write_table
+from workflow_scripts.core.contracts import QUESTIONS, RANKING
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.retrieval.bm25 import check_index, engine_settings, search
 

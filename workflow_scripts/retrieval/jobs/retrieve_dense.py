@@ -7,7 +7,8 @@ Out: results/<dataset>/first_stage/dense_<scope>.parquet (RANKING).
 
 from typing import Any
 
-from workflow_scripts.core.contracts import RANKING, write_table
+from workflow_scripts.core.contracts import RANKING
+from workflow_scripts.core.tables import write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.retrieval.dense import retrieve_dense
 

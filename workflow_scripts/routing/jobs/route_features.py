@@ -7,7 +7,8 @@ Out: results/<dataset>/routing/<pair>/features.parquet.
 
 from typing import Any
 
-from workflow_scripts.core.contracts import FEATURES, write_table
+from workflow_scripts.core.contracts import FEATURES
+from workflow_scripts.core.tables import write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 

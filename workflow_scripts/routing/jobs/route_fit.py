@@ -10,7 +10,8 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import OOF_SCORES, SPLITS, read_table, write_table
+from workflow_scripts.core.contracts import OOF_SCORES, SPLITS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import AUDIT, FRONTIERS, write_table
+from workflow_scripts.core.contracts import AUDIT, FRONTIERS
+from workflow_scripts.core.tables import write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 

@@ -7,7 +7,8 @@ Out: results/<dataset>/routing/<pair>/labels.parquet (LABELS) and utility.csv.
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import LABELS, SPLITS, read_table, write_table
+from workflow_scripts.core.contracts import LABELS, SPLITS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 

@@ -8,7 +8,8 @@ Out: results/<dataset>/study_c/judgments/<strategy>.parquet (JUDGMENTS_C, item_i
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, read_table, write_table
+from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job, shard_of
 from workflow_scripts.core.shards import own_rows
 from workflow_scripts.judging import judges

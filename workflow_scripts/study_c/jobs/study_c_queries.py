@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.atomic import write_json_atomic
-from workflow_scripts.core.contracts import STUDY_C_QUERIES, write_table
+from workflow_scripts.core.contracts import STUDY_C_QUERIES
+from workflow_scripts.core.tables import write_table
 from workflow_scripts.core.runtime import gather_job, run_job, shard_of, shard_paths
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates

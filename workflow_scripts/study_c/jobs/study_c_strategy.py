@@ -11,7 +11,8 @@ Out: results/<dataset>/study_c/runs/<strategy>.parquet (STUDY_C_RUNS) and answer
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS, read_table, write_table
+from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job, shard_of
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates

@@ -8,7 +8,8 @@ Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/tables.py).
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS, read_table
+from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
+from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.study_c import tables
 
