@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_file
+from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 
 FRONTIER_STYLE = {"exact": ("black", "-"), "deployable": ("tab:blue", "--"), "conservative": ("tab:orange", ":")}
 COMPONENTS = ("pre_decision", "base_answer", "trigger_retrieval", "trigger_generation")
@@ -154,8 +155,6 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
 
 
 # --- Study C (study_c/tables.py's tables)
-
-STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "clarity", "overall")
 
 
 def study_c_metrics_figure(quality: pl.DataFrame, path: str) -> None:
