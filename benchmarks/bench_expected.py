@@ -1,6 +1,6 @@
 """Expected (probability-weighted) judge scores benchmark: the time they add to judging, per backend.
 
-Prompts: the 64 Study A judge prompts of bench_structured.py (HotpotQA distractor questions, half grading the
+Prompts: the 64 grounded-judge prompts of bench_structured.py (HotpotQA distractor questions, half grading the
 reference answer, half another question's). Sides, per backend, each with an empty cache folder of its own and the
 same engine (SmolLM2-135M, greedy, structured outputs on): "argmax" (the backend records no token steps: vLLM asks
 for the configured top_logprobs only, transformers keeps no alternatives and no unmasked mass) and "expected"
@@ -28,7 +28,7 @@ from workflow_scripts.judging import judges, scores
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.backends import steps_of
 from workflow_scripts.llm.parsing import parse_json
-from workflow_scripts.llm.templates import JUDGE_A_REPLY
+from workflow_scripts.llm.templates import JUDGE_GROUNDED_REPLY
 
 TARGET = 1.10
 SIDES = ("argmax", "expected")
@@ -39,7 +39,7 @@ def read_scores(table) -> int:
     exact = 0
     for row in table.iter_rows(named=True):
         reply = parse_json(row["text"], dict).value
-        found = scores.field_scores(JUDGE_A_REPLY.schema, judges.STUDY_A.fields, reply, steps_of(row["token_steps"]))
+        found = scores.field_scores(JUDGE_GROUNDED_REPLY.schema, judges.GROUNDED.fields, reply, steps_of(row["token_steps"]))
         exact += scores.weakest([score.basis for score in found.values()]) == scores.MASKED_EXACT
     return exact
 

@@ -1,4 +1,4 @@
-"""Served throughput: the 64 Study A judge prompts through vLLM's OpenAI-compatible server at several client
+"""Served throughput: the 64 grounded-judge prompts through vLLM's OpenAI-compatible server at several client
 concurrencies, against the offline vllm backend, in one run.
 
 Prompts: those of bench_structured.py (HotpotQA distractor questions, half grading the reference answer, half

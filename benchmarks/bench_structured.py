@@ -1,7 +1,7 @@
 """Structured outputs benchmark: the same 64 judge prompts decoded under the judge's schema vs unconstrained.
 
 Prompts: the first 64 HotpotQA distractor questions of ../shared/data/hotpotqa/hotpot_dev_distractor_100.json,
-each graded with Study A's judge template (`judge_study_a`): its first three context paragraphs are the evidence
+each graded with Study A's judge template (`judge_grounded`): its first three context paragraphs are the evidence
 shown, its reference answer the reference, and the answer to grade is its own reference for even positions and
 the next question's reference for odd ones (a wrong answer), so the judge sees both cases.
 
@@ -11,7 +11,7 @@ budget) and "unconstrained" (`structured_outputs: false`, the same token budget 
 write equally long replies). The prompts, in the prompt-length order a stage batches them in, are split into
 slices that the two sides answer in turns (the first side alternating), so load from other processes hits both
 alike. Printed per side: wall seconds, completion tokens, seconds per completion token, and the share of replies
-a judge can use (strict JSON that passes `judges.validate_study_a`; repaired JSON counted apart).
+a judge can use (strict JSON that passes `judges.validate_grounded`; repaired JSON counted apart).
 Targets (issue #13): time ratio constrained / unconstrained <= 1.25; valid share 100% constrained.
 
 Run it (about 5 minutes on 2 cores): .venv/bin/python benchmarks/bench_structured.py [--slices 4]
@@ -34,7 +34,7 @@ from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import JUDGE_A_REPLY
+from workflow_scripts.llm.templates import JUDGE_GROUNDED_REPLY
 
 TIME_TARGET = 1.25
 VALID_TARGET = 1.0
@@ -46,7 +46,7 @@ def judge_requests(data: Path) -> list[llm.Request]:
     ingested = load_hotpotqa({"path": str(data / "hotpotqa" / "hotpot_dev_distractor_100.json")}, "hotpotqa")
     units = ingested.units.sort(["group_id", "position"])
     paragraphs = {group: texts for group, texts in units.group_by("group_id").agg("text").iter_rows()}
-    template = load_templates()["judge_study_a"]
+    template = load_templates()["judge_grounded"]
     questions = ingested.questions.sort("qid").head(PROMPTS + 1).rows(named=True)
     requests = []
     for at, question in enumerate(questions[:PROMPTS]):
@@ -62,7 +62,7 @@ def usable(table) -> tuple[int, int]:
     strict = repaired = 0
     for row in table.iter_rows(named=True):
         reply = parse_json(row["text"], dict)
-        if reply.value is not None and judges.validate_study_a(reply.value)[0] is not None:
+        if reply.value is not None and judges.validate_grounded(reply.value)[0] is not None:
             repaired += reply.repaired
             strict += not reply.repaired
     return strict, repaired
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=4)
     args = parser.parse_args()
     model_cache = PROJECT / "results" / "cache" / "models"
-    budget = JUDGE_A_REPLY.token_budget
+    budget = JUDGE_GROUNDED_REPLY.token_budget
     spec = {**DEFAULT_ENGINE, "sampling": {"max_new_tokens": budget}}
     engines = {side: llm.load_engine({**spec, "structured_outputs": side == "constrained"}, model_cache, "bench")
                for side in SIDES}

@@ -84,9 +84,9 @@ def main() -> None:
     answer_a = filler(args.answer_tokens_a)
     count("study_a_qasper", "answer_rag (10 units)", default["answer_rag"],
           [({"question": questions[q]}, units) for q, units in picks])
-    count("study_a_qasper", f"judge_study_a (10 units, {args.answer_tokens_a}-token answer)", default["judge_study_a"],
+    count("study_a_qasper", f"judge_grounded (10 units, {args.answer_tokens_a}-token answer)", default["judge_grounded"],
           [({"question": questions[q], "references": references[q], "answer": answer_a}, units) for q, units in picks])
-    count("study_a_qasper", f"judge_study_c ({args.answer_tokens_a}-token answer)", default["judge_study_c"],
+    count("study_a_qasper", f"judge_quality ({args.answer_tokens_a}-token answer)", default["judge_quality"],
           [({"question": questions[q], "answer": answer_a}, ()) for q, _ in picks])
 
     # Study B: five paragraphs (title prepended) of the question's own candidates; short-answer prompts.
@@ -131,7 +131,7 @@ def main() -> None:
           [({"question": title, "n": "10"}, [d[:600] for d in rng.sample(documents, 10)]) for title in titles])
     count("study_c_full", "tool_answer (3 documents)", default["tool_answer"],
           [({"question": title, "call": json.dumps({"search": title})}, rng.sample(documents, 3)) for title in titles])
-    count("study_c_full", f"judge_study_c ({args.answer_tokens_c}-token answer)", default["judge_study_c"],
+    count("study_c_full", f"judge_quality ({args.answer_tokens_c}-token answer)", default["judge_quality"],
           [({"question": title, "answer": answer_c}, ()) for title in titles])
 
     print(f"{'recipe':<16} {'step':<52} {'requests':>8} {'mean':>7} {'p90':>6}")

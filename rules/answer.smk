@@ -31,8 +31,8 @@ rule judge_answers:
         unpack(answer_inputs),
         answers=unsharded(rules.generate_answers.output.answers),
     output:
-        study_a=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_a.parquet"),
-        study_c=sharded("judge_answers", "results/{dataset}/answers/{policy}_study_c.parquet"),
+        grounded=sharded("judge_answers", "results/{dataset}/judgments/{policy}_grounded.parquet"),
+        quality=sharded("judge_answers", "results/{dataset}/judgments/{policy}_quality.parquet"),
     log:
         sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
     benchmark:
@@ -53,8 +53,8 @@ rule judge_answers:
 
 rule answer_summary:
     input:
-        study_a=lambda wildcards: judged(wildcards.dataset, "study_a"),
-        study_c=lambda wildcards: judged(wildcards.dataset, "study_c"),
+        grounded=lambda wildcards: judged(wildcards.dataset, "grounded"),
+        quality=lambda wildcards: judged(wildcards.dataset, "quality"),
         splits=rules.splits.output.splits,
     output:
         summary="results/{dataset}/answers/summary.csv",

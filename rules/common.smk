@@ -71,9 +71,7 @@ wildcard_constraints:
     arm="[A-Za-z0-9][A-Za-z0-9_-]*",
     reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
     pair="[A-Za-z0-9][A-Za-z0-9_-]*",
-    # a judge's table is <policy>_<judge>.parquet: a policy never ends in a judge's name (else the answers and
-    # judgments of a sharded stage would be ambiguous)
-    policy="[A-Za-z0-9][A-Za-z0-9_-]*" + "".join(f"(?<!_{judge})" for judge in vocabulary.JUDGES),
+    policy="[A-Za-z0-9][A-Za-z0-9_-]*",
     shard=r"\d+-of-\d+",
 
 
@@ -142,8 +140,8 @@ GATHERS = {
     "judge_answers": (
         "../workflow_scripts/answers/jobs/judge_answers.py",
         {
-            "study_a": {"contract": "judgments_study_a", "by": ["item_id"]},
-            "study_c": {"contract": "judgments_study_c", "by": ["item_id"]},
+            "grounded": {"contract": "judgments_grounded", "by": ["item_id"]},
+            "quality": {"contract": "judgments_quality", "by": ["item_id"]},
         },
     ),
     "study_c_queries": (
@@ -159,7 +157,7 @@ GATHERS = {
     ),
     "study_c_judge": (
         "../workflow_scripts/study_c/jobs/study_c_judge.py",
-        {"judgments": {"contract": "judgments_study_c", "by": ["item_id"]}},
+        {"judgments": {"contract": "judgments_quality", "by": ["item_id"]}},
     ),
 }
 

@@ -131,11 +131,6 @@ rule summary:
         "../workflow_scripts/report/jobs/summary.py"
 
 
-# The ledger reads `answers/<policy>_study_a.parquet`, which the policy wildcard of generate_answers also matches
-# (policy = "<policy>_study_a"); the judge rule is the one that writes it.
-ruleorder: judge_answers > generate_answers
-
-
 # Study C (only when configured): per-metric bars, the paired-delta forest plot and cost per strategy.
 rule study_c_figures:
     input:

@@ -7,8 +7,8 @@ rule review_export:
     input:
         unpack(review_inputs),
     output:
-        study_a="results/{dataset}/review/study_a_sample.csv",
-        study_c="results/{dataset}/review/study_c_sample.csv",
+        grounded="results/{dataset}/review/grounded_sample.csv",
+        quality="results/{dataset}/review/quality_sample.csv",
     log:
         "results/logs/review_export/{dataset}.log",
     benchmark:

@@ -1,5 +1,5 @@
 # Study C — six RAG strategies over one paper corpus (config `study_c`): synthetic problem / method queries from a
-# reservoir sample of papers, each strategy's run and answers with per-query cost, the Study C judge, then the
+# reservoir sample of papers, each strategy's run and answers with per-query cost, the quality judge, then the
 # study's tables. ColBERT gets its own checkpoint (untrained_from only) and PLAID index rules.
 
 
@@ -106,7 +106,7 @@ if "study_c" in config:
         params:
             judge=llm_block("judge"),
             max_reasks=STUDY_C["judge_reasks"],
-            prompts=prompt_overrides(("judge_study_c", vocabulary.REASK_TEMPLATE)),
+            prompts=prompt_overrides(("judge_quality", vocabulary.REASK_TEMPLATE)),
             cache=LLM_CACHE,
             model_cache=MODEL_CACHE,
         script:

@@ -91,6 +91,12 @@ CONFIG_CASES = {
     "API key written into the config": (set_key("models.judge.api_key", "sk-secret"),
                                         "models.judge: unknown key(s) ['api_key']"),
     "unknown prompt template": (set_key("prompts", {"answer": {"messages": []}}), "prompts: unknown templates ['answer']"),
+    "judge template by its old name": (set_key("prompts", {"judge_study_a": {"messages": []}}),
+                                       "prompts.judge_study_a was removed: the judges are named for what they judge: "
+                                       "judge_study_a is now judge_grounded"),
+    "review sheet keyed by the old judge name": (
+        set_key("review.reviewed", {"demo": {"study_c": "sheet.csv"}}),
+        "review.reviewed.demo.study_c was removed: the judges are named for what they judge: study_c is now quality"),
     "zero new tokens": (set_key("models.generator.sampling.max_new_tokens", 0),
                         "models.generator.sampling.max_new_tokens = 0 is not allowed; expected a number >= 1"),
     "unknown split to answer": (set_key("generation.splits", ["test"]), "generation.splits.0 = 'test' is not allowed"),

@@ -299,11 +299,11 @@ def test_money_of_an_unpriced_model_is_unknown_not_zero(study_a):
 
 
 def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a):
-    from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C
+    from workflow_scripts.core.contracts import JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY
     from workflow_scripts.core.tables import frame
 
     tables = []
-    for contract, tokens in ((JUDGMENTS_A, 100), (JUDGMENTS_C, None)):
+    for contract, tokens in ((JUDGMENTS_GROUNDED, 100), (JUDGMENTS_QUALITY, None)):
         rows = [{"item_id": q, "status": "ok", "attempts": 2, "obtained": "reasked", "judge_model": "j",
                  "prompt_tokens": tokens, "completion_tokens": 5} for q in QIDS]
         path = tmp_path / f"{contract.name}.parquet"

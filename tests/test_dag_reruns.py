@@ -17,7 +17,7 @@ def overlay(work, name, settings):
 
 def test_editing_one_judge_prompt_reruns_only_the_judge_jobs_and_their_readers(demo_copy):
     # before: every job given the whole `prompts` block replanned, the generator's included (11 jobs)
-    edit = overlay(demo_copy, "judge_prompt", {"prompts": {"judge_study_a": {"evidence_item": "(unit {index}) {text}"}}})
+    edit = overlay(demo_copy, "judge_prompt", {"prompts": {"judge_grounded": {"evidence_item": "(unit {index}) {text}"}}})
     assert planned_jobs(demo_copy, *edit) == {
         "all": 1, "judge_answers": 2, "answer_summary": 1, "review_export": 1,
         "cost_ledger": 1, "route_costs": 1, "report_figures": 1, "summary": 1,  # the ledger counts judge calls

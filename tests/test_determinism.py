@@ -23,5 +23,5 @@ def test_two_clean_runs_give_identical_tables(tmp_path, tmp_path_factory):
     assert differences(first, second) == []
     compared = set(result_files(first))
     assert {"units.parquet", "splits.parquet", "runs/keep.parquet", "rerank/smollm2_yes_no.parquet",
-            "answers/keep.parquet", "answers/keep_study_a.parquet", "answers/summary.csv"} <= compared
+            "answers/keep.parquet", "judgments/keep_grounded.parquet", "answers/summary.csv"} <= compared
     assert set(VOLATILE_COLUMNS) <= compared

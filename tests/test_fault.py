@@ -28,7 +28,7 @@ KILL_POINTS = {
     "embed_units": lambda work: (work / "results" / "logs" / "embed_units" / f"{DATASET}.log").exists(),
     "index_bm25": lambda work: (work / "results" / "logs" / "index_bm25" / f"{DATASET}.log").exists(),
     "generate_answers": lambda work: llm_shards(work) > LLM_SHARDS_BEFORE.get(work, 0),
-    "judge_answers": lambda work: "judge judge_study_a:" in log_text(work, "judge_answers"),
+    "judge_answers": lambda work: "judge judge_grounded:" in log_text(work, "judge_answers"),
 }
 LLM_SHARDS_BEFORE: dict[Path, int] = {}
 # What makes a job due here: missing or older outputs, changed params or inputs. Not "code": workflow_scripts is

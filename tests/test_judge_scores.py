@@ -20,7 +20,7 @@ from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, TokenStep
 from workflow_scripts.llm.backends.openai import OpenAIBackend
 from workflow_scripts.llm.constraints import Constraint, integer, record
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import JUDGE_A_REPLY, JUDGE_C_REPLY
+from workflow_scripts.llm.templates import JUDGE_GROUNDED_REPLY, JUDGE_QUALITY_REPLY
 
 TEMPLATES = load_templates()
 LOG = math.log
@@ -39,22 +39,22 @@ def _steps(*tokens: str | tuple[str, dict[str, float]], complete: bool = True) -
 
 
 def test_score_fields_follow_the_schema_and_refuse_values_a_first_token_cannot_tell_apart():
-    assert scores.score_fields(JUDGE_A_REPLY.schema, "judge_study_a") == ("abstained", "correctness", "faithfulness")
-    assert scores.score_fields(JUDGE_C_REPLY.schema, "judge_study_c")[0] == "is_answer"
+    assert scores.score_fields(JUDGE_GROUNDED_REPLY.schema, "judge_grounded") == ("abstained", "correctness", "faithfulness")
+    assert scores.score_fields(JUDGE_QUALITY_REPLY.schema, "judge_quality")[0] == "is_answer"
     ten = Constraint.of("my_judge", record(score=integer(1, 10)))
     with pytest.raises(InputError, match=r"template my_judge: the score field 'score' has values 1 and 10"):
         scores.score_fields(ten.schema, "my_judge")
     refusal = {"is_answer": False, "accuracy": 0, "completeness": 0, "faithfulness": 0, "relevance": 0, "clarity": 0}
-    assert scores.allowed_values(JUDGE_C_REPLY.schema, refusal, "overall") == [0]
-    assert scores.allowed_values(JUDGE_C_REPLY.schema, {"is_answer": True}, "accuracy") == [1, 2, 3, 4, 5]
+    assert scores.allowed_values(JUDGE_QUALITY_REPLY.schema, refusal, "overall") == [0]
+    assert scores.allowed_values(JUDGE_QUALITY_REPLY.schema, {"is_answer": True}, "accuracy") == [1, 2, 3, 4, 5]
 
 
 def test_expected_scores_from_masked_and_top_k_distributions():
     reply = {"abstained": False, "correctness": 2, "faithfulness": 1}
-    fields = scores.score_fields(JUDGE_A_REPLY.schema, "judge_study_a")
+    fields = scores.score_fields(JUDGE_GROUNDED_REPLY.schema, "judge_grounded")
     steps = _steps('{"', "abst", 'ained":', ("false", {"false": 0.8, "t": 0.2}), ',"', "correct", 'ness":',
                    ("2", {"2": 0.5, "1": 0.3, "0": 0.2}), ',"', "faith", 'fulness":', ("1", {"1": 0.6, "2": 0.4}), "}")
-    found = scores.field_scores(JUDGE_A_REPLY.schema, fields, reply, steps)
+    found = scores.field_scores(JUDGE_GROUNDED_REPLY.schema, fields, reply, steps)
     assert found["abstained"].expected == pytest.approx(0.2)  # P(true): "t" begins true
     assert found["correctness"].expected == pytest.approx(0.5 * 2 + 0.3 * 1)
     assert found["faithfulness"].expected == pytest.approx(0.4 * 2 + 0.6 * 1)
@@ -62,14 +62,14 @@ def test_expected_scores_from_masked_and_top_k_distributions():
     # a server's top k (unmasked): a token the grammar does not allow there is not a value; the rest renormalise
     top = _steps('{"abstained": ', ("false", {"false": 0.9, "true": 0.05}), ', "correctness": ',
                  ("2", {"2": 0.4, "two": 0.3, "1": 0.1}), ', "faithfulness": ', ("1", {"1": 0.5}), "}", complete=False)
-    found = scores.field_scores(JUDGE_A_REPLY.schema, fields, reply, top)
+    found = scores.field_scores(JUDGE_GROUNDED_REPLY.schema, fields, reply, top)
     assert found["correctness"].expected == pytest.approx((0.4 * 2 + 0.1) / 0.5) and found["correctness"].basis == "top_k"
     assert scores.weakest([s.basis for s in found.values()]) == scores.TOP_K
     # no steps (a server without log-probabilities): the written values
-    bare = scores.field_scores(JUDGE_A_REPLY.schema, fields, reply, None)
+    bare = scores.field_scores(JUDGE_GROUNDED_REPLY.schema, fields, reply, None)
     assert bare["correctness"].expected == 2.0 and bare["correctness"].basis == scores.ARGMAX_ONLY
     # an abstention: faithfulness is forced to null
-    forced = scores.field_scores(JUDGE_A_REPLY.schema, fields, {"abstained": True, "correctness": 0, "faithfulness": None}, None)
+    forced = scores.field_scores(JUDGE_GROUNDED_REPLY.schema, fields, {"abstained": True, "correctness": 0, "faithfulness": None}, None)
     assert forced["faithfulness"].expected is None and forced["faithfulness"].basis == scores.MASKED_EXACT
 
 
@@ -106,7 +106,7 @@ def test_a_gated_refusal_is_rescored_under_the_answer_branch(tmp_path):
     backend = GateJudge()
     config = llm.engine_config({"backend": "transformers", "model": "gate"}, "models.judge")
     items = pl.DataFrame({"item_id": ["q1"], "question": ["Why?"], "answer": ["Because."]})
-    table = judges.judge(judges.STUDY_C, items, llm.Engine(config, backend), tmp_path, TEMPLATES)
+    table = judges.judge(judges.QUALITY, items, llm.Engine(config, backend), tmp_path, TEMPLATES)
     row = table.row(0, named=True)
     assert backend.schemas == [False, True]  # the reply, then the re-score under is_answer true
     assert row["is_answer"] is False and row["overall"] == 0 and row["is_answer_prob"] == pytest.approx(0.3)
@@ -150,13 +150,13 @@ def test_openai_expected_scores_come_from_top_logprobs_and_a_bare_server_is_warn
                                     "top_logprobs": 5}, "models.judge")
         return llm.Engine(config, OpenAIBackend(config, "models.judge"))
 
-    row = judges.judge(judges.STUDY_A, items, engine("served"), tmp_path / "a", TEMPLATES).row(0, named=True)
+    row = judges.judge(judges.GROUNDED, items, engine("served"), tmp_path / "a", TEMPLATES).row(0, named=True)
     assert LogprobServer.bodies[-1]["top_logprobs"] == ALTERNATIVES and "response_format" in LogprobServer.bodies[-1]
     assert row["correctness"] == 1 and row["correctness_expected"] == pytest.approx(0.5 + 0.25 * 2)
     assert row["abstained_prob"] == pytest.approx(0.1) and row["score_basis"] == "top_k"
     assert row["correctness_mass"] is None
     with caplog.at_level("WARNING"):
-        bare = judges.judge(judges.STUDY_A, items, engine("bare"), tmp_path / "b", TEMPLATES).row(0, named=True)
+        bare = judges.judge(judges.GROUNDED, items, engine("bare"), tmp_path / "b", TEMPLATES).row(0, named=True)
     assert bare["score_basis"] == "argmax_only" and bare["correctness_expected"] == 1.0
     assert "bare" in caplog.text and "argmax_only" in caplog.text
 
@@ -171,7 +171,7 @@ ITEM = pl.DataFrame({"item_id": ["q1"], "question": ["Which dataset do the autho
 
 
 def _request() -> llm.Request:
-    return llm.Request("q1", TEMPLATES["judge_study_a"], *judges.STUDY_A.request_parts(ITEM.row(0, named=True)))
+    return llm.Request("q1", TEMPLATES["judge_grounded"], *judges.GROUNDED.request_parts(ITEM.row(0, named=True)))
 
 
 def _hand_expected(engine: llm.Engine, generated: dict, field: str, folder) -> tuple[float, float]:
@@ -202,7 +202,7 @@ def _hand_expected(engine: llm.Engine, generated: dict, field: str, folder) -> t
 def test_transformers_expected_score_equals_the_hand_computation(pytestconfig, tmp_path):
     engine = llm.load_engine(SMOLLM2, pytestconfig.cache.mkdir("ragfrontier-models"), "models.judge")
     generated = llm.generate([_request()], engine, tmp_path).row(0, named=True)
-    row = judges.judge(judges.STUDY_A, ITEM, engine, tmp_path, TEMPLATES).row(0, named=True)  # the same, cached
+    row = judges.judge(judges.GROUNDED, ITEM, engine, tmp_path, TEMPLATES).row(0, named=True)  # the same, cached
     expected, mass = _hand_expected(engine, generated, "correctness", engine.backend.chat.folder)
     assert row["score_basis"] == "masked_exact" and row["reply"] == generated["text"]
     assert row["correctness_expected"] == pytest.approx(expected, abs=1e-4)
@@ -216,7 +216,7 @@ def test_vllm_expected_score_matches_the_hand_computation(pytestconfig, tmp_path
     engine = llm.load_engine({**SMOLLM2, "backend": "vllm", "vllm": {"kv_cache_gib": 1}}, cache, "models.judge")
     try:
         generated = llm.generate([_request()], engine, tmp_path).row(0, named=True)
-        row = judges.judge(judges.STUDY_A, ITEM, engine, tmp_path, TEMPLATES).row(0, named=True)
+        row = judges.judge(judges.GROUNDED, ITEM, engine, tmp_path, TEMPLATES).row(0, named=True)
     finally:
         engine.backend.close()
     reference = llm.load_engine(SMOLLM2, cache, "models.judge")

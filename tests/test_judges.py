@@ -12,31 +12,31 @@ from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.judging import judges, metrics
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import JUDGE_C_REPLY
+from workflow_scripts.llm.templates import JUDGE_QUALITY_REPLY
 
 
 def test_study_c_validation():
     scores = {"accuracy": 4, "completeness": 3, "faithfulness": 5, "relevance": 5, "clarity": 4.0, "overall": 4}
-    assert judges.validate_study_c({"is_answer": True, **scores}) == ({"is_answer": True, **scores}, None)
-    zeros, _ = judges.validate_study_c({"is_answer": False, "accuracy": 3})
+    assert judges.validate_quality({"is_answer": True, **scores}) == ({"is_answer": True, **scores}, None)
+    zeros, _ = judges.validate_quality({"is_answer": False, "accuracy": 3})
     assert zeros == {"is_answer": False, **dict.fromkeys(STUDY_C_METRICS, 0)}
-    assert judges.validate_study_c({"is_answer": True, **scores, "overall": 6})[1] == '"overall" = 6 is outside 1–5'
-    assert "outside 1–5" in judges.validate_study_c({"is_answer": True, **scores, "accuracy": 0})[1]
-    assert "integer" in judges.validate_study_c({"is_answer": True, **scores, "clarity": "4"})[1]
-    assert "integer" in judges.validate_study_c({"is_answer": True, **scores, "clarity": 3.5})[1]
-    assert '"is_answer" must be true or false' in judges.validate_study_c({"is_answer": "yes", **scores})[1]
+    assert judges.validate_quality({"is_answer": True, **scores, "overall": 6})[1] == '"overall" = 6 is outside 1–5'
+    assert "outside 1–5" in judges.validate_quality({"is_answer": True, **scores, "accuracy": 0})[1]
+    assert "integer" in judges.validate_quality({"is_answer": True, **scores, "clarity": "4"})[1]
+    assert "integer" in judges.validate_quality({"is_answer": True, **scores, "clarity": 3.5})[1]
+    assert '"is_answer" must be true or false' in judges.validate_quality({"is_answer": "yes", **scores})[1]
 
 
-def test_study_a_validation():
-    assert judges.validate_study_a({"abstained": True, "correctness": 0, "faithfulness": 2}) == (
+def test_grounded_judge_validation():
+    assert judges.validate_grounded({"abstained": True, "correctness": 0, "faithfulness": 2}) == (
         {"abstained": True, "correctness": 0, "faithfulness": None}, None
     )
-    assert judges.validate_study_a({"abstained": False, "correctness": 1, "faithfulness": 2})[0]["faithfulness"] == 2
-    assert judges.validate_study_a({"abstained": False, "correctness": 3, "faithfulness": 2})[1] == (
+    assert judges.validate_grounded({"abstained": False, "correctness": 1, "faithfulness": 2})[0]["faithfulness"] == 2
+    assert judges.validate_grounded({"abstained": False, "correctness": 3, "faithfulness": 2})[1] == (
         '"correctness" = 3 is outside 0–2'
     )
-    assert "faithfulness" in judges.validate_study_a({"abstained": False, "correctness": 2})[1]
-    assert "integer" in judges.validate_study_a({"abstained": False, "correctness": True, "faithfulness": 1})[1]
+    assert "faithfulness" in judges.validate_grounded({"abstained": False, "correctness": 2})[1]
+    assert "integer" in judges.validate_grounded({"abstained": False, "correctness": True, "faithfulness": 1})[1]
 
 
 class ScriptedJudge(WordTokenBackend):
@@ -77,7 +77,7 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     answers = ["strict", "fenced", "refusal", "garbage-then-good", "out-of-range", "server-down"]
     items = pl.DataFrame({"item_id": [f"q{i}|classic" for i in range(6)], "question": ["Why?"] * 6, "answer": answers})
     with caplog.at_level("INFO"):
-        table = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
+        table = judges.judge(judges.QUALITY, items, engine, tmp_path, load_templates(), max_reasks=2)
     rows = {row["answer"]: row for row in items.join(table, on="item_id").iter_rows(named=True)}
     assert [rows[a]["status"] for a in answers] == ["ok", "ok", "ok", "ok", "parse_failed", "error"]
     assert [rows[a]["attempts"] for a in answers] == [1, 1, 1, 2, 3, 1]
@@ -99,12 +99,12 @@ def test_judge_loop_repairs_reasks_and_counts_failures(tmp_path, caplog):
     assert len(reasks) == 2 and reasks[1].count("outside 1–5") == 2, "each re-ask adds the reply and the reason"
 
     backend.prompts.clear()
-    again = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
+    again = judges.judge(judges.QUALITY, items, engine, tmp_path, load_templates(), max_reasks=2)
     assert len(backend.prompts) == 1, "only the errored call is made again; the rest come from the cache"
     assert again.drop("reply").equals(table.drop("reply"))
 
 
-def test_study_a_judge_sees_references_and_evidence(tmp_path):
+def test_the_grounded_judge_sees_references_and_evidence(tmp_path):
     seen = []
 
     class Grader(ScriptedJudge):
@@ -118,7 +118,7 @@ def test_study_a_judge_sees_references_and_evidence(tmp_path):
         "item_id": ["q1|keep"], "question": ["Which dataset?"], "answer": ["The evidence is insufficient."],
         "references": [["SQuAD", "SQuAD 1.1"]], "evidence": [["We train on SQuAD.", "Results in Table 2."]],
     })
-    table = judges.judge(judges.STUDY_A, items, engine, tmp_path, load_templates())
+    table = judges.judge(judges.GROUNDED, items, engine, tmp_path, load_templates())
     assert table.row(0, named=True) | {"reply": None} == {
         "item_id": "q1|keep", "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": True,
         "correctness": 0, "faithfulness": None, "reply": None, "failure": None, "judge_model": "grader",
@@ -134,15 +134,15 @@ def test_a_constrained_reply_cut_by_its_budget_is_length_and_never_reasked(tmp_p
     class Cut(ScriptedJudge):
         def complete(self, batch, sampling):
             self.prompts.extend(prompt.text for prompt in batch)
-            assert all(prompt.constraint is JUDGE_C_REPLY for prompt in batch)
-            assert sampling.max_new_tokens == JUDGE_C_REPLY.token_budget and sampling.stop == ()
+            assert all(prompt.constraint is JUDGE_QUALITY_REPLY for prompt in batch)
+            assert sampling.max_new_tokens == JUDGE_QUALITY_REPLY.token_budget and sampling.stop == ()
             return [llm.Outcome(text='{"is_answer": true, "accu', finish_reason="length", completion_tokens=9)
                     for _ in batch]
 
     backend = Cut()
     engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "judge"}), backend)
     items = pl.DataFrame({"item_id": ["q1|classic"], "question": ["Why?"], "answer": ["Because."]})
-    table = judges.judge(judges.STUDY_C, items, engine, tmp_path, load_templates(), max_reasks=2)
+    table = judges.judge(judges.QUALITY, items, engine, tmp_path, load_templates(), max_reasks=2)
     row = table.row(0, named=True)
     assert (row["status"], row["obtained"], row["attempts"]) == ("length", "length", 1)
     assert row["failure"] == "the reply was cut at 9 tokens" and len(backend.prompts) == 1

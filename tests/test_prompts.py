@@ -26,7 +26,7 @@ def test_answer_template_carries_study_c_grounding_and_numbers_the_evidence(temp
 
 def test_every_default_states_its_task(templates):
     assert {"answer_rag", "answer_closed_book", "rephrase", "subqueries", "rerank_listwise", "tool_call",
-            "tool_answer", "synthetic_queries", "judge_study_c", "judge_study_a", "reask"} <= set(templates)
+            "tool_answer", "synthetic_queries", "judge_quality", "judge_grounded", "reask"} <= set(templates)
     rephrase = render(templates["rephrase"], {"question": "q"})[1]["content"]
     assert "two to five related" in rephrase and "boolean" in rephrase and "technical terms" in rephrase
     subqueries = render(templates["subqueries"], {"question": "q", "n": "3"})[1]["content"]
@@ -35,7 +35,7 @@ def test_every_default_states_its_task(templates):
     assert '{"search": "<search query>"}' in tool and '{"answer": "<your answer>"}' in tool
     synthetic = render(templates["synthetic_queries"], {"title": "T", "abstract": "A"})[1]["content"]
     assert '{"problem": "...", "method": "..."}' in synthetic and "title verbatim" in synthetic
-    judge = render(templates["judge_study_c"], {"question": "q", "answer": "a"})[1]["content"]
+    judge = render(templates["judge_quality"], {"question": "q", "answer": "a"})[1]["content"]
     assert all(metric in judge for metric in ("is_answer", "accuracy", "completeness", "clarity", "overall"))
     tool_answer = render(templates["tool_answer"], {"question": "q", "call": '{"search": "x"}'}, ["doc"])
     assert [m["role"] for m in tool_answer] == ["system", "user", "assistant", "user"]

@@ -134,4 +134,4 @@ def test_judged_and_study_c_findings_flag_a_constant_judge():
     assert fusion == ("Study C `fusion` vs classic: Hit@3 over 100 queries of 50 papers Δ -0.250 (95% CI -0.400 to "
                       "-0.100, p = 0.002); judged overall (1–5) over 96 judged queries Δ +0.000 (95% CI +0.000 to "
                       "+0.000, p = 0.002), the CI includes 0.")
-    assert constant.startswith("Study C's judge gave every answer the same overall score")
+    assert constant.startswith("The quality judge gave every Study C answer the same overall score")

@@ -136,7 +136,7 @@ def test_ppi_difference_rows_pair_policies_on_their_shared_questions():
 
 def _stage_inputs(tmp_path):
     """Two policies' judgments, answers and runs as the review rules read them (tables built by hand)."""
-    from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_A, JUDGMENTS_C, QUESTIONS, RUNS, UNITS
+    from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY, QUESTIONS, RUNS, UNITS
     from workflow_scripts.core.tables import frame, write_table
 
     qids = [f"q{i}" for i in range(6)]
@@ -147,19 +147,19 @@ def _stage_inputs(tmp_path):
                         "text": f"unit text {i}"} for i in range(3)], UNITS), tmp_path / "units.parquet", UNITS)
     write_table(frame([{"qid": q, "rank": r, "unit_id": f"u{r}", "score": 1.0 / r} for q in qids for r in (1, 2)],
                       RUNS), tmp_path / "keep_run.parquet", RUNS)
-    paths = {"study_a": [], "study_c": [], "answers": []}
+    paths = {"grounded": [], "quality": [], "answers": []}
     for policy in ("keep", "closed_book"):
         answers = [{"request_id": q, "key": q, "status": "ok", "source": "generated", "constrained": False,
                     "text": f"{policy} says {q}",
                     "latency_s": 0.1, "backend": "transformers", "model": "m", "device": "cpu", "evidence_in": 2,
                     "evidence_kept": 2, "evidence_truncated": False, "token_basis": "tokenizer"} for q in qids]
-        study_a = [{"item_id": q, "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": False,
+        grounded = [{"item_id": q, "status": "ok", "attempts": 1, "obtained": "constrained", "abstained": False,
                     "correctness": i % 3, "faithfulness": 1, "judge_model": "m"} for i, q in enumerate(qids)]
-        study_c = [{"item_id": q, "status": "parse_failed", "attempts": 1, "obtained": "parse_failed",
+        quality = [{"item_id": q, "status": "parse_failed", "attempts": 1, "obtained": "parse_failed",
                     "judge_model": "m"}
                    for q in qids]
-        for name, rows, contract in (("answers", answers, GENERATIONS), ("study_a", study_a, JUDGMENTS_A),
-                                     ("study_c", study_c, JUDGMENTS_C)):
+        for name, rows, contract in (("answers", answers, GENERATIONS), ("grounded", grounded, JUDGMENTS_GROUNDED),
+                                     ("quality", quality, JUDGMENTS_QUALITY)):
             path = tmp_path / f"{policy}_{name}.parquet"
             write_table(frame(rows, contract), path, contract)
             paths[name].append(str(path))
@@ -174,24 +174,24 @@ def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
         return review.judged_items(judge, tables["questions"], tables["policies"], tables[judge], tables["answers"],
                                    tables["runs"], tables["units"])
 
-    items = items_of("study_a")
+    items = items_of("grounded")
     assert items.height == 12 and set(items["policy"]) == {"keep", "closed_book"}
     keep = items.filter(pl.col("item_id") == "q1|keep").row(0, named=True)
     assert keep["evidence"] == ["unit text 1", "unit text 2"] and keep["answer"] == "keep says q1"
     assert items.filter(pl.col("item_id") == "q1|closed_book")["evidence"].to_list() == [[]]
     for judge in review.JUDGES:
         review.export_sheet(judge, items_of(judge), tmp_path / f"{judge}.csv", per_stratum=1, seed=3)
-    sheet = pl.read_csv(tmp_path / "study_a.csv", infer_schema=False)
+    sheet = pl.read_csv(tmp_path / "grounded.csv", infer_schema=False)
     assert sheet.height == 6  # one per (policy, correctness level 0/1/2)
     assert sheet.columns == ["item_id", "question", "answer", "references", "evidence", "human_correctness",
                              "human_faithfulness", "notes"]
-    assert pl.read_csv(tmp_path / "study_c.csv", infer_schema=False).height == 0, "parse_failed judgments are not drawn"
+    assert pl.read_csv(tmp_path / "quality.csv", infer_schema=False).height == 0, "parse_failed judgments are not drawn"
     filled = sheet.with_columns(pl.lit("2").alias("human_correctness"), pl.lit("1").alias("human_faithfulness"))
     reviewed = tmp_path / "filled.csv"
     filled.write_csv(reviewed)
 
     def agreement():
-        return review.judge_agreement("study_a", items, reviewed, per_stratum=1, seed=3, min_reviewed=2, scoring="argmax")
+        return review.judge_agreement("grounded", items, reviewed, per_stratum=1, seed=3, min_reviewed=2, scoring="argmax")
 
     table = agreement()
     overall = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "all")).row(0, named=True)

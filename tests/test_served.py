@@ -30,7 +30,7 @@ from workflow_scripts.llm.backends import openai_batch
 from workflow_scripts.llm.backends.vllm import VLLM_ENV
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.server import SERVED_NAME, RunServerBackend, registry, run_batch, serve, server_key
-from workflow_scripts.llm.templates import JUDGE_C_REPLY
+from workflow_scripts.llm.templates import JUDGE_QUALITY_REPLY
 
 pytestmark = [pytest.mark.slow]
 
@@ -48,7 +48,7 @@ def _requests() -> list[llm.Request]:
                for at, text in enumerate(QUESTIONS)]
     rag = [llm.Request(f"rag{at}", TEMPLATES["answer_rag"], {"question": text}, EVIDENCE)
            for at, text in enumerate(QUESTIONS[:2])]
-    judge = llm.Request("judge", TEMPLATES["judge_study_c"], {"question": "What do cats eat?", "answer": "Meat."})
+    judge = llm.Request("judge", TEMPLATES["judge_quality"], {"question": "What do cats eat?", "answer": "Meat."})
     rerank = llm.Request("rerank", TEMPLATES["rerank_listwise"], {"question": "Which paper is about topic 2?", "n": "4"},
                          tuple(f"Paper {at} studies topic {at}." for at in range(1, 5)))
     return answers + rag + [judge, rerank]
@@ -90,7 +90,7 @@ def test_served_and_offline_give_the_same_rows(both):
 def test_served_constrained_replies_keep_every_allowed_alternative(both):
     served, offline = both
     rows = {row["request_id"]: row for row in served.iter_rows(named=True)}
-    assert JUDGE_C_REPLY.check(json.loads(rows["judge"]["text"])) is None
+    assert JUDGE_QUALITY_REPLY.check(json.loads(rows["judge"]["text"])) is None
     assert sorted(json.loads(rows["rerank"]["text"])) == [1, 2, 3, 4], "the permutation grammar, served"
     offline_rows = {row["request_id"]: row for row in offline.iter_rows(named=True)}
     for name in ("judge", "rerank"):
@@ -105,7 +105,7 @@ def test_served_judge_scores_are_masked_exact(served, models_cache, tmp_path):
         "item_id": ["q1"], "question": ["What do cats eat?"], "answer": ["Cats eat meat."],
         "references": [["meat"]], "evidence": [["Cats are obligate carnivores."]]})
     judge = {**served, "sampling": {"max_new_tokens": 64}}
-    row = judges.judge(judges.STUDY_A, items, llm.load_engine(judge, models_cache, "models.judge"), tmp_path,
+    row = judges.judge(judges.GROUNDED, items, llm.load_engine(judge, models_cache, "models.judge"), tmp_path,
                        TEMPLATES).row(0, named=True)
     assert row["score_basis"] == "masked_exact", row
 

@@ -20,8 +20,8 @@ from workflow_scripts.llm.backends.openai import OpenAIBackend
 from workflow_scripts.llm.constraints import Constraint
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import (
-    JUDGE_A_REPLY,
-    JUDGE_C_REPLY,
+    JUDGE_GROUNDED_REPLY,
+    JUDGE_QUALITY_REPLY,
     TOOL_CALL_REPLY,
     ranking_reply,
     subqueries_reply,
@@ -41,8 +41,8 @@ def _request(request_id: str, template: str, fields: dict, evidence: tuple[str, 
 
 
 STEPS = [
-    _request("judge_c", "judge_study_c", {"question": "What is the capital of France?", "answer": "Paris."}),
-    _request("judge_a", "judge_study_a", {"question": "Which dataset?", "answer": "SQuAD.", "references": "- SQuAD"},
+    _request("judge_c", "judge_quality", {"question": "What is the capital of France?", "answer": "Paris."}),
+    _request("judge_a", "judge_grounded", {"question": "Which dataset?", "answer": "SQuAD.", "references": "- SQuAD"},
              ("We train on SQuAD.",)),
     _request("synthetic", "synthetic_queries", {"title": "Fast Laplacian solvers", "abstract": ABSTRACT}),
     _request("subqueries", "subqueries", {"question": "How do transformers handle long context?", "n": "3"}),
@@ -88,12 +88,12 @@ def test_every_constraint_kind_decodes_to_a_valid_reply_on_smollm2(smollm2, tmp_
 
 @pytest.mark.slow
 def test_grammars_are_compiled_once_and_reused_across_batches(smollm2, tmp_path):
-    judged = [_request(f"j{index}", "judge_study_c", {"question": f"Question {index}?", "answer": f"Answer {index}."})
+    judged = [_request(f"j{index}", "judge_quality", {"question": f"Question {index}?", "answer": f"Answer {index}."})
               for index in range(6)]  # two batches of batch_size 4
-    compiled = smollm2.backend.grammars.compile(JUDGE_C_REPLY)
+    compiled = smollm2.backend.grammars.compile(JUDGE_QUALITY_REPLY)
     table = llm.generate(judged, smollm2, tmp_path)
-    assert smollm2.backend.grammars.compile(JUDGE_C_REPLY) is compiled
-    assert all(JUDGE_C_REPLY.check(json.loads(text)) is None for text in table["text"])
+    assert smollm2.backend.grammars.compile(JUDGE_QUALITY_REPLY) is compiled
+    assert all(JUDGE_QUALITY_REPLY.check(json.loads(text)) is None for text in table["text"])
 
 
 @pytest.mark.slow
@@ -133,8 +133,8 @@ def test_the_permutation_grammar_is_exact(smollm2):
 
 @pytest.mark.slow
 def test_a_constraint_that_cannot_be_compiled_names_its_template(smollm2):
-    broken = Constraint.of("judge_study_c", {"type": "integer", "minimum": 0, "maximum": 1}, "root ::= missing_rule")
-    with pytest.raises(InputError, match=r"template judge_study_c: its reply constraint cannot be compiled"):
+    broken = Constraint.of("judge_quality", {"type": "integer", "minimum": 0, "maximum": 1}, "root ::= missing_rule")
+    with pytest.raises(InputError, match=r"template judge_quality: its reply constraint cannot be compiled"):
         smollm2.backend.grammars.compile(broken)
 
 
@@ -145,7 +145,7 @@ def test_the_schema_keeps_the_declared_property_order():
     """Engines decode properties in the schema's order: a sorted schema would put a judge's scores first."""
     constraint = Constraint.of("t", constraints.record(zeta=constraints.bounded_text(3), alpha={"type": "boolean"}))
     assert list(constraint.schema["properties"]) == ["zeta", "alpha"] == constraint.schema["required"]
-    assert list(JUDGE_C_REPLY.schema["anyOf"][0]["properties"]) == ["is_answer", *STUDY_C_METRICS]
+    assert list(JUDGE_QUALITY_REPLY.schema["anyOf"][0]["properties"]) == ["is_answer", *STUDY_C_METRICS]
 
 
 def test_token_budgets_bound_the_longest_reply():
@@ -166,12 +166,12 @@ def test_the_constraint_is_part_of_the_cache_key_and_off_means_free_text():
     backend = types.SimpleNamespace(name="transformers", fingerprint="f")
     sampling = llm.Sampling(max_new_tokens=40)
     free = llm.request_key(backend, sampling, 5, "prompt")
-    constrained = llm.request_key(backend, llm.constrained_sampling(sampling, JUDGE_C_REPLY), 5, "prompt",
-                                  JUDGE_C_REPLY)
+    constrained = llm.request_key(backend, llm.constrained_sampling(sampling, JUDGE_QUALITY_REPLY), 5, "prompt",
+                                  JUDGE_QUALITY_REPLY)
     assert free != constrained
     assert llm.constrained_sampling(sampling, None) == sampling
-    assert llm.constrained_sampling(llm.Sampling(stop=("\n",)), JUDGE_A_REPLY) == llm.Sampling(
-        max_new_tokens=JUDGE_A_REPLY.token_budget)
+    assert llm.constrained_sampling(llm.Sampling(stop=("\n",)), JUDGE_GROUNDED_REPLY) == llm.Sampling(
+        max_new_tokens=JUDGE_GROUNDED_REPLY.token_budget)
     assert subqueries_reply(3) is subqueries_reply(3) and subqueries_reply(3).key != \
         subqueries_reply(4).key
 
@@ -190,9 +190,9 @@ def test_a_budget_beyond_the_context_is_an_error_naming_the_template(tmp_path):
 def test_an_override_that_no_longer_asks_for_the_schema_fields_warns(caplog):
     messages = [{"role": "user", "content": "Grade {answer} to {question}. Reply with JSON: is_answer, overall."}]
     with caplog.at_level(logging.WARNING):
-        templates = load_templates({"judge_study_c": {"messages": messages}})
-    assert "prompts.judge_study_c: the messages never mention ['accuracy', 'clarity', 'completeness'," in caplog.text
-    assert templates["judge_study_c"].constraint({}) is JUDGE_C_REPLY, "an override keeps its constraint"
+        templates = load_templates({"judge_quality": {"messages": messages}})
+    assert "prompts.judge_quality: the messages never mention ['accuracy', 'clarity', 'completeness'," in caplog.text
+    assert templates["judge_quality"].constraint({}) is JUDGE_QUALITY_REPLY, "an override keeps its constraint"
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         load_templates({"subqueries": {"messages": [{"role": "user", "content": "{n} queries for {question}"}]}})

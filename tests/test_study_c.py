@@ -15,7 +15,7 @@ from local_server import JsonHandler, chat_completion, serving
 from test_colbert import tiny_encoder
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
+from workflow_scripts.core.contracts import JUDGMENTS_QUALITY, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
 from workflow_scripts.core.tables import frame, read_table
 from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.llm.templates import DEFAULTS
@@ -50,7 +50,7 @@ def _tables(overall: dict, gold_rank: dict, is_answer: dict | None = None, statu
                            **{metric: (score if ok == "ok" else None) for metric in STUDY_C_METRICS}})
         runs.append(frame(run, STUDY_C_RUNS))
         answers.append(frame(answer, STUDY_C_ANSWERS))
-        judgments.append(frame(judged, JUDGMENTS_C))
+        judgments.append(frame(judged, JUDGMENTS_QUALITY))
     # the written scores (scoring argmax): these judgments carry no token steps (expected scoring: test_judge_scores)
     return study_c.per_query(QUERIES, ["classic", "fusion"], runs, answers, judgments, scoring="argmax")
 
@@ -153,7 +153,7 @@ def scripted_reply(messages: list[dict]) -> str:
         return '{"answer": "From memory."}' if odd else json.dumps({"search": question})
     if name == "answer_rag":
         return "The available information is insufficient." if odd else "Answer from the papers."
-    if name == "judge_study_c":
+    if name == "judge_quality":
         if "insufficient" in user:
             return '{"is_answer": false}'
         return '{"is_answer": true, "accuracy": 4, "completeness": 3, "faithfulness": 5, "relevance": 4, "clarity": 4, "overall": 4}'
@@ -209,7 +209,7 @@ def test_study_c_dag_runs_all_six_strategies_and_writes_the_tables(tmp_path, sha
     for strategy in ("classic", "rephrased", "rephrased_reranked", "fusion", "tool_call", "colbert"):
         answers = read_table(base / "answers" / f"{strategy}.parquet", STUDY_C_ANSWERS)
         run = read_table(base / "runs" / f"{strategy}.parquet", STUDY_C_RUNS)
-        judged = read_table(base / "judgments" / f"{strategy}.parquet", JUDGMENTS_C)
+        judged = read_table(base / "judgments" / f"{strategy}.parquet", JUDGMENTS_QUALITY)
         assert answers.height == 8 and judged.height == 8 and (judged["status"] == "ok").all()
         assert run.group_by("qid").len()["len"].max() == 3 and (answers["llm_calls"] >= 1).all()
     retrieval = pl.read_csv(base / "tables" / "retrieval.csv")

@@ -16,7 +16,7 @@ from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.backends.vllm import VLLM_ENV
 from workflow_scripts.llm.constraints import Constraint
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.llm.templates import JUDGE_C_REPLY, TOOL_CALL_REPLY, Template
+from workflow_scripts.llm.templates import JUDGE_QUALITY_REPLY, TOOL_CALL_REPLY, Template
 
 pytestmark = [pytest.mark.slow]
 
@@ -69,7 +69,7 @@ def test_vllm_logprobs_fill_the_uncertainty_columns(vllm_answers):
 
 
 def test_vllm_structured_outputs_and_a_failed_request_is_recorded(vllm_engine, tmp_path):
-    judge = llm.Request("judge", TEMPLATES["judge_study_c"], {"question": "What do cats eat?", "answer": "Fish."})
+    judge = llm.Request("judge", TEMPLATES["judge_quality"], {"question": "What do cats eat?", "answer": "Fish."})
     rerank = llm.Request("rerank", TEMPLATES["rerank_listwise"], {"question": "Which paper is about topic 2?", "n": "5"},
                          tuple(f"Paper {at} studies topic {at}." for at in range(1, 6)))
     broken = Constraint.of("tool_call", TOOL_CALL_REPLY.schema, "root ::= no_such_rule")
@@ -78,7 +78,7 @@ def test_vllm_structured_outputs_and_a_failed_request_is_recorded(vllm_engine, t
     table = llm.generate([judge, rerank, failing], vllm_engine, tmp_path)
     rows = {row["request_id"]: row for row in table.iter_rows(named=True)}
     assert rows["judge"]["status"] == "ok" and rows["judge"]["constrained"]
-    assert JUDGE_C_REPLY.check(json.loads(rows["judge"]["text"])) is None
+    assert JUDGE_QUALITY_REPLY.check(json.loads(rows["judge"]["text"])) is None
     assert sorted(json.loads(rows["rerank"]["text"])) == [1, 2, 3, 4, 5], "the permutation grammar, on vLLM"
     assert rows["broken"]["status"] == "error" and rows["broken"]["error"].startswith("vllm: ")
     again = llm.generate([judge, failing], vllm_engine, tmp_path)

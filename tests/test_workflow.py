@@ -85,12 +85,12 @@ def test_demo_answers_and_judges_every_policy(finished_run):
         generations = pl.read_parquet(answers / f"{policy}.parquet")
         assert set(generations["request_id"]) == heldout
         assert generations.filter(pl.col("status") == "ok")["completion_tokens"].min() > 0
-        for judge in ("study_a", "study_c"):
-            judged = pl.read_parquet(answers / f"{policy}_{judge}.parquet")
+        for judge in ("grounded", "quality"):
+            judged = pl.read_parquet(answers.parent / "judgments" / f"{policy}_{judge}.parquet")
             assert set(judged["item_id"]) <= heldout and set(judged["status"]) <= {"ok", "parse_failed", "error"}
     summary = pl.read_csv(answers / "summary.csv")
     assert summary["policy"].to_list() == ["keep", "hybrid"]
-    for judge, labels in (("study_a", ["correctness", "faithfulness"]), ("study_c", ["accuracy", "completeness"])):
+    for judge, labels in (("grounded", ["correctness", "faithfulness"]), ("quality", ["accuracy", "completeness"])):
         sheet = pl.read_csv(finished_run / "results" / "demo" / "review" / f"{judge}_sample.csv", infer_schema=False)
         assert sheet.columns[:5] == ["item_id", "question", "answer", "references", "evidence"]
         assert [f"human_{label}" for label in labels] == sheet.columns[5:7]

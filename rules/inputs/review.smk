@@ -31,10 +31,10 @@ def reviewed_sheet(wildcards):
 
 
 def validation_inputs(wildcards):
-    """The Study A judge's judgments and the answers of every policy, the questions (references) and splits."""
+    """The grounded judge's judgments and the answers of every policy, the questions (references) and splits."""
     dataset = wildcards.dataset
     return {
-        "study_a": judged(dataset, "study_a"),
+        "grounded": judged(dataset, "grounded"),
         "answers": [output_of("generate_answers", "answers", dataset=dataset, policy=policy) for policy in POLICIES],
         "questions": output_of("ingest", "questions", dataset=dataset),
         "splits": output_of("splits", "splits", dataset=dataset),

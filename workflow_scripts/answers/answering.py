@@ -5,20 +5,21 @@ In:  questions, splits and units; for a retrieval policy its arm's run (the top-
      The reserved policy name `closed_book` answers without retrieval. Answers cover the splits in `params.splits`:
      `generation.splits`, or every split for the two policies of a Study B routing pair (their labels and
      uncertainty features feed routers fitted on dev); judging always stays on `generation.splits`.
-Out (results/<dataset>/answers/):
-- <policy>.parquet                GENERATIONS rows (request_id = qid): answer text, tokens, uncertainty, latency;
-- <policy>_study_a.parquet        Study A judge: correctness 0/1/2 against the references, faithfulness 0/1/2
-                                  against the units shown (none for abstentions);
-- <policy>_study_c.parquet        Study C judge: is_answer, then accuracy … overall 1–5 (question and answer only);
-- summary.csv                     per policy: answers, Study A means on the questions every policy answered and was
-                                  judged on (faithfulness also dropping questions where any policy abstained),
-                                  Study C answer rate and unconditional / conditional overall means, the number of
-                                  distinct correctness and overall scores, and per judge the parse failures, how
+Out (results/<dataset>/answers/ and judgments/):
+- answers/<policy>.parquet        GENERATIONS rows (request_id = qid): answer text, tokens, uncertainty, latency;
+- judgments/<policy>_grounded.parquet  the grounded judge (Study A): correctness 0/1/2 against the references,
+                                  faithfulness 0/1/2 against the units shown (none for abstentions);
+- judgments/<policy>_quality.parquet   the quality judge (Study C's): is_answer, then accuracy … overall 1–5
+                                  (question and answer only);
+- answers/summary.csv             per policy: answers, the grounded judge's means on the questions every policy
+                                  answered and was judged on (faithfulness also dropping questions where any policy
+                                  abstained), the quality judge's answer rate and unconditional / conditional
+                                  overall means, the number of distinct correctness and overall scores, and per judge the parse failures, how
                                   every judgment came about (`<judge>_replies`, e.g. "constrained: 15; length: 2";
                                   see judges.obtained_counts) and its score basis (`<judge>_basis`, e.g.
                                   "masked_exact: 17"). Scores are read as `judging.scoring` says (judges.reading):
                                   probability-weighted by default, else the values the judge wrote;
-- comparisons.csv                 paired differences of correctness (as read above) vs the first policy, bootstrap
+- answers/comparisons.csv         paired differences of correctness (as read above) vs the first policy, bootstrap
                                   over groups.
 Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts. Plain
 functions; the rules' jobs (answers/jobs/<rule>.py) read the Snakemake job and write the tables.
@@ -33,8 +34,8 @@ import polars as pl
 from workflow_scripts.core.contracts import (
     COMPARISONS,
     GENERATIONS,
-    JUDGMENTS_A,
-    JUDGMENTS_C,
+    JUDGMENTS_GROUNDED,
+    JUDGMENTS_QUALITY,
     QUESTIONS,
     RUNS,
     SPLITS,
@@ -51,7 +52,7 @@ from workflow_scripts.routing.stats import compare_policies
 
 log = logging.getLogger("ragfrontier.answer")
 
-JUDGES = {"study_a": judges.STUDY_A, "study_c": judges.STUDY_C}
+JUDGES = {"grounded": judges.GROUNDED, "quality": judges.QUALITY}
 
 
 def answered_questions(questions: str, splits: str, answered: Sequence[str], shard: Shard | None) -> pl.DataFrame:
@@ -92,26 +93,26 @@ def judge_items(questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]], a
         pl.Series("evidence", [list(shown[qid]) for qid in items["qid"]], dtype=pl.List(pl.String)),
     )
 
-def policy_table(policies: Sequence[str], study_a: Sequence[str], study_c: Sequence[str],
+def policy_table(policies: Sequence[str], grounded: Sequence[str], quality: Sequence[str],
                  scoring: str = "expected") -> pl.DataFrame:
     """One row per (qid, policy) with both judges' verdicts (null where a judgment failed), each score read as
     `judging.scoring` says (judges.reading): correctness, faithful, answer (is_answer or P(is_answer)), overall
     (unconditional) and overall_given (given is_answer)."""
     read = judges.reading(scoring)
     rows = []
-    for policy, path_a, path_c in zip(policies, study_a, study_c):
-        a = read_table(path_a, JUDGMENTS_A).select(
-            "item_id", "status", pl.col("obtained").alias("obtained_a"), "abstained",
+    for policy, path_grounded, path_quality in zip(policies, grounded, quality):
+        a = read_table(path_grounded, JUDGMENTS_GROUNDED).select(
+            "item_id", "status", pl.col("obtained").alias("obtained_grounded"), "abstained",
             pl.col(read["correctness"]).cast(pl.Float64).alias("correctness"),
             pl.col(read["faithfulness"]).cast(pl.Float64).alias("faithful"),
-            pl.col("score_basis").alias("basis_a"))
-        c = read_table(path_c, JUDGMENTS_C).select(
-            "item_id", pl.col("status").alias("status_c"), pl.col("obtained").alias("obtained_c"), "is_answer",
+            pl.col("score_basis").alias("basis_grounded"))
+        c = read_table(path_quality, JUDGMENTS_QUALITY).select(
+            "item_id", pl.col("status").alias("status_quality"), pl.col("obtained").alias("obtained_quality"), "is_answer",
             pl.col(read["is_answer"]).cast(pl.Float64).alias("answer"),
             pl.col(read["overall"]).cast(pl.Float64).alias("overall"),
             (pl.col(read["overall_given"]) if scoring == "expected" else pl.when(pl.col("is_answer")).then(
                 pl.col(read["overall_given"]))).cast(pl.Float64).alias("overall_given"),
-            pl.col("score_basis").alias("basis_c"))
+            pl.col("score_basis").alias("basis_quality"))
         rows.append(a.join(c, on="item_id", how="full", coalesce=True).with_columns(pl.lit(policy).alias("policy")))
     return pl.concat(rows).rename({"item_id": "qid"})
 
@@ -126,7 +127,7 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
         {
             "policy": policy,
             "judged": table.filter(pl.col("policy") == policy).height,
-            "study_a_questions": common.filter(pl.col("policy") == policy).height,
+            "grounded_questions": common.filter(pl.col("policy") == policy).height,
             "correctness": common.filter(pl.col("policy") == policy)["correctness"].mean(),
             "faithfulness_questions": faithful.filter(pl.col("policy") == policy).height,
             "faithfulness": faithful.filter(pl.col("policy") == policy)["faithful"].mean(),
@@ -138,11 +139,11 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
                for label in ("correctness", "overall")},
             **{f"{judge}_basis": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list(),
                                                         SCORE_BASES)
-               for judge, column in (("study_a", "basis_a"), ("study_c", "basis_c"))},
+               for judge, column in (("grounded", "basis_grounded"), ("quality", "basis_quality"))},
             **{column: table.filter((pl.col("policy") == policy) & (pl.col(status) == "parse_failed")).height
-               for column, status in (("study_a_parse_failed", "status"), ("study_c_parse_failed", "status_c"))},
+               for column, status in (("grounded_parse_failed", "status"), ("quality_parse_failed", "status_quality"))},
             **{f"{judge}_replies": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list())
-               for judge, column in (("study_a", "obtained_a"), ("study_c", "obtained_c"))},
+               for judge, column in (("grounded", "obtained_grounded"), ("quality", "obtained_quality"))},
         }
         for policy in policies
     ])

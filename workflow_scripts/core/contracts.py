@@ -320,8 +320,8 @@ _TAIL = {
     "judge_model": Column(pl.String(), doc="the judge's model reference"),
 }
 
-JUDGMENTS_C = Contract(
-    name="judgments_study_c",
+JUDGMENTS_QUALITY = Contract(
+    name="judgments_quality",
     columns={
         **_COMMON,
         "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
@@ -339,8 +339,8 @@ JUDGMENTS_C = Contract(
     enums={"status": STATUSES, "obtained": frozenset(OBTAINED), "score_basis": frozenset(SCORE_BASES)},
 )
 
-JUDGMENTS_A = Contract(
-    name="judgments_study_a",
+JUDGMENTS_GROUNDED = Contract(
+    name="judgments_grounded",
     columns={
         **_COMMON,
         "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
@@ -364,7 +364,7 @@ JUDGE_VALIDATION_ITEMS = Contract(
         "policy": Column(pl.String()),
         "qid": Column(pl.String()),
         "group_id": Column(pl.String(), doc="the question's paper or context (the bootstrap's resampling unit)"),
-        "argmax": Column(pl.Float64(), doc="the Study A judge's correctness as written (0–2)"),
+        "argmax": Column(pl.Float64(), doc="the grounded judge's correctness as written (0–2)"),
         "expected": Column(pl.Float64(), doc="its probability-weighted correctness (0–2; judging/scores.py)"),
         "level": Column(pl.Int8(), doc="the argmax level: with the policy, the review export's stratum"),
         "reference": Column(pl.Int8(), doc="the reference label: 1 when the reference scorer calls the answer correct"),
@@ -658,7 +658,7 @@ CONTRACTS = {
         UNITS, QUESTIONS, QRELS, GENERATED_QUESTIONS, SPLITS,
         RANKING, RUNS, METRICS, METRICS_SUMMARY, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
         LLM_CACHE, GENERATIONS,
-        JUDGMENTS_C, JUDGMENTS_A, JUDGE_VALIDATION_ITEMS,
+        JUDGMENTS_QUALITY, JUDGMENTS_GROUNDED, JUDGE_VALIDATION_ITEMS,
         LABELS,
         FEATURES,
         OOF_SCORES, ROUTED,

@@ -67,7 +67,7 @@ COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs
 SCORERS = ("em", "f1", "contains")
 
 # --- LLM judges: the judgments table suffix and the template each renders
-JUDGES = ("study_a", "study_c")
+JUDGES = ("grounded", "quality")  # grounded: against the references and the evidence shown; quality: the answer alone
 JUDGE_SCORINGS = ("expected", "argmax")  # a judge's score: the expectation over its choices, or the top choice
 
 # --- Prompt templates each LLM job renders: its rule receives only these templates' overrides (prompts.<name>),

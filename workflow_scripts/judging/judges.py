@@ -2,8 +2,8 @@
 
 In:  answers to judge as a table (item_id, question, answer; Study A also references and evidence lists), a
      judge `llm.Engine`, the LLM cache folder and the templates (`rendering.load_templates`).
-Out: one row per item: JUDGMENTS_C (Study C: is_answer, accuracy, completeness, faithfulness, relevance,
-     clarity, overall) or JUDGMENTS_A (Study A: abstained, correctness, faithfulness), with status "ok",
+Out: one row per item: JUDGMENTS_QUALITY (Study C: is_answer, accuracy, completeness, faithfulness, relevance,
+     clarity, overall) or JUDGMENTS_GROUNDED (Study A: abstained, correctness, faithfulness), with status "ok",
      "parse_failed" (no usable reply after the re-asks) or "error" (the judge call itself failed; not cached,
      so the next run retries it).
 
@@ -13,7 +13,7 @@ Study A's judge sees the question, the reference answers, the evidence units sho
 answer: correctness 0/1/2 against the references (wrong, unsupported or an unjustified abstention 0; partial
 1; correct 2) and faithfulness 0/1/2 against the units shown; an abstention gets no faithfulness score (null).
 
-Both judges are decoded under their reply schema (`templates.JUDGE_C_REPLY`, `templates.JUDGE_A_REPLY`) when the
+Both judges are decoded under their reply schema (`templates.JUDGE_QUALITY_REPLY`, `templates.JUDGE_GROUNDED_REPLY`) when the
 judge's backend has structured outputs on (the default), so a reply is valid JSON with every score in range by
 construction; `obtained` records how each accepted reply came about (constrained, parsed, repaired, reasked).
 Parsing each reply: strict JSON, then repair (`parsing.parse_json`), then validation. A reply cut by its token
@@ -33,7 +33,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import JUDGMENTS_A, JUDGMENTS_C
+from workflow_scripts.core.contracts import JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY
 from workflow_scripts.core.tables import Contract, frame
 from workflow_scripts.core.vocabulary import OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
@@ -44,7 +44,7 @@ from workflow_scripts.llm.backends import steps_of
 from workflow_scripts.llm.constraints import Constraint
 from workflow_scripts.llm.parsing import read_reply
 from workflow_scripts.llm.rendering import render
-from workflow_scripts.llm.templates import JUDGE_A_REPLY, JUDGE_C_ANSWERED, JUDGE_C_REPLY, Template
+from workflow_scripts.llm.templates import JUDGE_GROUNDED_REPLY, JUDGE_QUALITY_ANSWERED, JUDGE_QUALITY_REPLY, Template
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def _integer(reply: Mapping[str, Any], name: str, low: int, high: int) -> tuple[
     return int(value), None
 
 
-def validate_study_c(reply: Mapping[str, Any]) -> Validated:
-    """Scores from a Study C judge reply, or the reason it is unusable."""
+def validate_quality(reply: Mapping[str, Any]) -> Validated:
+    """Scores from a quality-judge reply, or the reason it is unusable."""
     is_answer = reply.get("is_answer")
     if not isinstance(is_answer, bool):
         return None, f'"is_answer" must be true or false, got {is_answer!r}'
@@ -75,8 +75,8 @@ def validate_study_c(reply: Mapping[str, Any]) -> Validated:
     return scores, None
 
 
-def validate_study_a(reply: Mapping[str, Any]) -> Validated:
-    """Scores from a Study A judge reply (faithfulness null for abstentions), or the reason it is unusable."""
+def validate_grounded(reply: Mapping[str, Any]) -> Validated:
+    """Scores from a grounded-judge reply (faithfulness null for abstentions), or the reason it is unusable."""
     abstained = reply.get("abstained")
     if not isinstance(abstained, bool):
         return None, f'"abstained" must be true or false, got {abstained!r}'
@@ -124,13 +124,13 @@ class JudgeSpec:
         return tuple(name for name in self.fields if self.gate and name != self.gate.field)
 
 
-STUDY_C = JudgeSpec(
-    "judge_study_c", JUDGMENTS_C,
+QUALITY = JudgeSpec(
+    "judge_quality", JUDGMENTS_QUALITY,
     lambda item: ({"question": item["question"], "answer": item["answer"]}, ()),
-    validate_study_c, JUDGE_C_REPLY, Gate("is_answer", True, JUDGE_C_ANSWERED),
+    validate_quality, JUDGE_QUALITY_REPLY, Gate("is_answer", True, JUDGE_QUALITY_ANSWERED),
 )
-STUDY_A = JudgeSpec(
-    "judge_study_a", JUDGMENTS_A,
+GROUNDED = JudgeSpec(
+    "judge_grounded", JUDGMENTS_GROUNDED,
     lambda item: (
         {
             "question": item["question"], "answer": item["answer"],
@@ -138,7 +138,7 @@ STUDY_A = JudgeSpec(
         },
         tuple(item["evidence"]),
     ),
-    validate_study_a, JUDGE_A_REPLY,
+    validate_grounded, JUDGE_GROUNDED_REPLY,
 )
 
 

@@ -2,7 +2,7 @@
 
 Rules (rules/review.smk; jobs judging/jobs/review_export.py, review_agreement.py over `judged_items`, `export_sheet`
 and `judge_agreement`): `review_export` writes results/{dataset}/review/{judge}_sample.csv for each judge
-(study_a, study_c) over every answered policy; `review_agreement` reads a filled-in copy named in the config
+(grounded, quality) over every answered policy; `review_agreement` reads a filled-in copy named in the config
 (`review.reviewed.<dataset>.<judge>`) and writes results/{dataset}/review/{judge}_agreement.csv. It redraws the
 sample with the same `per_stratum` and `seed` and rejects a sheet with an item_id outside that sample
 (InputError naming the unmatched ids): labels of items the export did not draw would break the design weights.
@@ -65,7 +65,7 @@ from pathlib import Path
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_A, JUDGMENTS_C, QUESTIONS, RUNS, UNITS
+from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY, QUESTIONS, RUNS, UNITS
 from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
@@ -74,8 +74,8 @@ from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference
 HUMAN_PREFIX = "human_"
 # judge → (its judgments contract, label → scale, the label whose level stratifies the sample)
 JUDGES = {
-    "study_a": (JUDGMENTS_A, {"correctness": (0, 2), "faithfulness": (0, 2)}, "correctness"),
-    "study_c": (JUDGMENTS_C, {metric: (0, 5) for metric in STUDY_C_METRICS}, "overall"),
+    "grounded": (JUDGMENTS_GROUNDED, {"correctness": (0, 2), "faithfulness": (0, 2)}, "correctness"),
+    "quality": (JUDGMENTS_QUALITY, {metric: (0, 5) for metric in STUDY_C_METRICS}, "overall"),
 }
 SHOWN = ("question", "answer", "references", "evidence")
 MAX_REPORTED = 20

@@ -168,7 +168,7 @@ def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: 
 def validation_items(judged: Sequence[tuple[str, pl.DataFrame]], answers: Sequence[pl.DataFrame],
                      questions: pl.DataFrame, splits: pl.DataFrame, reference: str, f1_threshold: float,
                      scoring: str) -> pl.DataFrame:
-    """One row per answer the Study A judge graded (status ok), pooled over policies: item_id "<qid>|<policy>",
+    """One row per answer the grounded judge graded (status ok), pooled over policies: item_id "<qid>|<policy>",
     policy, qid, group_id, argmax, expected, level (the argmax, the review's stratum), the answer's reference label
     (0/1) and `judge` (the reading `scoring` names)."""
     from workflow_scripts.judging.metrics import score_answers

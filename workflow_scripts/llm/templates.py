@@ -13,7 +13,7 @@ Defaults follow the studies: `answer_rag` is Study C's grounding instruction (an
 papers, no outside knowledge, say when the evidence is insufficient); `rephrase`, `subqueries`,
 `rerank_listwise`, `tool_call`/`tool_answer` and `synthetic_queries` are Study C's LLM steps; `generated_question`
 writes a question and its answer from one unit of a paper (Study A on a corpus without questions, ingest/questions.py,
-with one made-up worked example as a previous turn); `judge_study_c` and `judge_study_a` are the two judges (parsed in `judging/judges.py`); `reask` is the follow-up turn sent after an
+with one made-up worked example as a previous turn); `judge_quality` and `judge_grounded` are the two judges (parsed in `judging/judges.py`); `reask` is the follow-up turn sent after an
 unusable judge reply.
 
 Reply constraints are declared next to the templates (below DEFAULTS): the two judges, synthetic queries, sub-queries
@@ -103,7 +103,7 @@ TOOL_SYSTEM = (
     'corpus. To search, reply with only a JSON object {{"search": "<search query>"}}. To answer without '
     'searching, reply with only a JSON object {{"answer": "<your answer>"}}.'
 )
-JUDGE_C_USER = (
+JUDGE_QUALITY_USER = (
     "Question: {question}\n\nAnswer: {answer}\n\n"
     "First decide is_answer: true if the answer makes a genuine attempt to answer the question, false if it "
     "refuses, says the information is insufficient, or is empty or irrelevant. If is_answer is true, rate "
@@ -112,7 +112,7 @@ JUDGE_C_USER = (
     '{{"is_answer": true, "accuracy": 4, "completeness": 3, "faithfulness": 4, "relevance": 5, "clarity": 4, '
     '"overall": 4}}'
 )
-JUDGE_A_USER = (
+JUDGE_GROUNDED_USER = (
     "Question: {question}\n\nReference answers (one per annotator):\n{references}\n\n"
     "Evidence shown to the answerer:\n\n{evidence}\n\nAnswer to grade: {answer}\n\n"
     "Grade the answer.\n"
@@ -177,14 +177,14 @@ QUESTION_ANSWER_CHARS = 120  # a short answer: a name, a number, a phrase
 SUBQUERY_CHARS = 200
 TOOL_QUERY_CHARS = 200
 TOOL_ANSWER_CHARS = 600
-JUDGE_C_ANSWERED_BRANCH = record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS})
-JUDGE_C_REPLY = Constraint.of("judge_study_c", {"anyOf": [
-    JUDGE_C_ANSWERED_BRANCH,
+JUDGE_QUALITY_ANSWERED_BRANCH = record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS})
+JUDGE_QUALITY_REPLY = Constraint.of("judge_quality", {"anyOf": [
+    JUDGE_QUALITY_ANSWERED_BRANCH,
     record(is_answer={"const": False}, **{metric: {"const": 0} for metric in STUDY_C_METRICS}),
 ]})
 # the scores given is_answer true: a reply that chose false is re-scored under this branch alone (judges.Gate)
-JUDGE_C_ANSWERED = Constraint.of("judge_study_c", JUDGE_C_ANSWERED_BRANCH)
-JUDGE_A_REPLY = Constraint.of("judge_study_a", {"anyOf": [
+JUDGE_QUALITY_ANSWERED = Constraint.of("judge_quality", JUDGE_QUALITY_ANSWERED_BRANCH)
+JUDGE_GROUNDED_REPLY = Constraint.of("judge_grounded", {"anyOf": [
     record(abstained={"const": False}, correctness=integer(0, 2), faithfulness=integer(0, 2)),
     record(abstained={"const": True}, correctness=integer(0, 2), faithfulness={"type": "null"}),
 ]})
@@ -249,13 +249,13 @@ DEFAULTS: dict[str, Template] = {
             ("assistant", literal(json.dumps(QUESTION_EXAMPLE))),
             ("user", QUESTION_USER),
         ), constraint=lambda fields: QUESTION_REPLY),
-        Template("judge_study_c", (
-            ("system", "You are an impartial judge of answers to research questions."), ("user", JUDGE_C_USER),
-        ), constraint=lambda fields: JUDGE_C_REPLY),
-        Template("judge_study_a", (
+        Template("judge_quality", (
+            ("system", "You are an impartial judge of answers to research questions."), ("user", JUDGE_QUALITY_USER),
+        ), constraint=lambda fields: JUDGE_QUALITY_REPLY),
+        Template("judge_grounded", (
             ("system", "You are a strict grader of answers to questions about a research paper."),
-            ("user", JUDGE_A_USER),
-        ), constraint=lambda fields: JUDGE_A_REPLY),
+            ("user", JUDGE_GROUNDED_USER),
+        ), constraint=lambda fields: JUDGE_GROUNDED_REPLY),
         Template("reask", (("user", REASK_USER),)),
     )
 }

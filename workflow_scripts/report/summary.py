@@ -81,7 +81,7 @@ TABLES = {
     "answers/summary.csv": Table(
         "Answers: judged quality per policy", "Judged answers per policy and the judges' mean scores; "
         "`distinct_*` counts the different scores the judge gave (1 = it gave every answer the same).",
-        ("policy", "judged", "study_a_questions", "correctness", "faithfulness", "answer_rate",
+        ("policy", "judged", "grounded_questions", "correctness", "faithfulness", "answer_rate",
          "overall_unconditional", "distinct_correctness", "distinct_overall")),
     "answers/comparisons.csv": Table(
         "Answers: paired correctness differences", "Mean per-question difference a − b of judged correctness, "
@@ -266,7 +266,7 @@ def study_c_findings(paired_retrieval: pl.DataFrame, paired: pl.DataFrame, quali
             text += f"; judged overall (1–5) over {overall['queries']} judged queries {interval(overall, 'delta')}"
         sentences.append(text + ".")
     if constant:
-        sentences.append("Study C's judge gave every answer the same overall score: its differences carry no "
+        sentences.append("The quality judge gave every Study C answer the same overall score: its differences carry no "
                          "information; read Hit@3.")
     return sentences
 

@@ -1,1 +1,1 @@
-"""Study C: synthetic queries, the six strategies, the Study C judge and the study's tables."""
+"""Study C: synthetic queries, the six strategies, the quality judge and the study's tables."""

@@ -1,10 +1,10 @@
 """Study C's tables: what the judge sees of each answer, then the study's tables plus cost.
 
 In:  the synthetic queries (gold = the source paper), and per strategy its run (STUDY_C_RUNS), answers with costs
-     (STUDY_C_ANSWERS) and Study C judgments (JUDGMENTS_C); the strategies in configured order (classic is the
+     (STUDY_C_ANSWERS) and Study C judgments (JUDGMENTS_QUALITY); the strategies in configured order (classic is the
      paired baseline) and the bootstrap settings.
 Out (results/<dataset>/study_c/):
-- judgments/<strategy>.parquet  JUDGMENTS_C per answered query (item_id = qid); failed answers are not judged;
+- judgments/<strategy>.parquet  JUDGMENTS_QUALITY per answered query (item_id = qid); failed answers are not judged;
 - tables/*.csv and tables/report.md, per strategy × query type (problem, method, and "all" pooled):
   quality.csv    queries, judged (status ok), parse_failed, how the judgments came about (judge_replies, e.g.
                  "constrained: 40") and their score basis (judging/scores.py), answer rate (is_answer among judged),
@@ -58,7 +58,7 @@ def hit_at(k: int) -> pl.Expr:
 
 
 def judge_items(queries: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame:
-    """What the Study C judge sees of each answered query: item_id (= qid), question, answer; failed answers are
+    """What the quality judge sees of each answered query: item_id (= qid), question, answer; failed answers are
     not judged."""
     answered = answers.filter(pl.col("answer_status") == "ok")
     return answered.join(queries, on="qid").select(

@@ -14,7 +14,7 @@ from workflow_scripts.core.runtime import run_job
 
 def main(smk: Any) -> None:
     policies = list(smk.params.policies)
-    table = answering.policy_table(policies, smk.input.study_a, smk.input.study_c, smk.params.scoring)
+    table = answering.policy_table(policies, smk.input.grounded, smk.input.quality, smk.params.scoring)
     write_text_atomic(answering.summarize(table, policies).write_csv(float_precision=4), smk.output.summary)
     paired = answering.comparisons(table, policies, smk.input.splits, smk.params.bootstrap, smk.params.seed)
     write_text_atomic(paired.write_csv(float_precision=4), smk.output.comparisons)

@@ -2,7 +2,8 @@
 
 In:  the questions, splits, the policy's answers and, for a retrieval policy, its arm's run and the units; params:
      the judge block, re-asks, prompt overrides, the judged splits, the LLM and model caches.
-Out: results/<dataset>/answers/<policy>_study_a.parquet (JUDGMENTS_A) and <policy>_study_c.parquet (JUDGMENTS_C).
+Out: results/<dataset>/judgments/<policy>_grounded.parquet (JUDGMENTS_GROUNDED: against the references and the
+     evidence shown) and <policy>_quality.parquet (JUDGMENTS_QUALITY: the answer alone).
 """
 
 from pathlib import Path

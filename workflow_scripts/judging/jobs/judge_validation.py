@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import GENERATIONS, JUDGE_VALIDATION_ITEMS, JUDGMENTS_A, QUESTIONS, SPLITS
+from workflow_scripts.core.contracts import GENERATIONS, JUDGE_VALIDATION_ITEMS, JUDGMENTS_GROUNDED, QUESTIONS, SPLITS
 from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import validation
@@ -18,7 +18,7 @@ from workflow_scripts.judging import validation
 
 def main(smk: Any) -> None:
     settings, boot = smk.params.validate, smk.params.bootstrap
-    judged = [(policy, read_table(path, JUDGMENTS_A)) for policy, path in zip(smk.params.policies, smk.input.study_a)]
+    judged = [(policy, read_table(path, JUDGMENTS_GROUNDED)) for policy, path in zip(smk.params.policies, smk.input.grounded)]
     answers = [read_table(path, GENERATIONS) for path in smk.input.answers]
     items = validation.validation_items(
         judged, answers, read_table(smk.input.questions, QUESTIONS), read_table(smk.input.splits, SPLITS),

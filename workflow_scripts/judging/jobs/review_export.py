@@ -2,7 +2,7 @@
 
 In:  the questions, units, every policy's answers, runs and both judges' judgments; params: the policies, their runs,
      review.per_stratum and review.seed.
-Out: results/<dataset>/review/study_a_sample.csv and study_c_sample.csv.
+Out: results/<dataset>/review/grounded_sample.csv and quality_sample.csv.
 """
 
 from pathlib import Path

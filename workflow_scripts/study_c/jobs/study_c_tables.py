@@ -8,7 +8,7 @@ Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/tables.py).
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import JUDGMENTS_C, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
+from workflow_scripts.core.contracts import JUDGMENTS_QUALITY, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
 from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.study_c import tables
@@ -20,7 +20,7 @@ def main(smk: Any) -> None:
     results = tables.study_tables(
         queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
         [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
-        [read_table(path, JUDGMENTS_C) for path in smk.input.judgments], smk.params.scoring, smk.params.bootstrap,
+        [read_table(path, JUDGMENTS_QUALITY) for path in smk.input.judgments], smk.params.scoring, smk.params.bootstrap,
         smk.params.prices,
     )
     for name, result in results.items():
