@@ -43,7 +43,7 @@ def start_model_servers():
     """One vLLM server for each `serve: true` LLM block (a generator or judge) that a job about to run uses, shared
     by all its jobs (workflow_scripts/llm/server.py); stopped by stop_model_servers. Runs in the Snakefile's onstart,
     so a dry run or a run without LLM work starts none."""
-    from workflow_scripts.llm.server import start_run_servers
+    from workflow_scripts.llm.server import refuse_remote_jobs, start_run_servers
 
     blocks = {}
     for job in workflow.dag.needrun_jobs():
@@ -51,6 +51,7 @@ def start_model_servers():
             block = getattr(job.params, name, None)
             if isinstance(block, dict) and block.get("serve"):
                 blocks[f"models.{name}"] = block
+    refuse_remote_jobs(blocks, workflow.local_exec)
     if blocks:
         urls = start_run_servers(blocks, MODEL_CACHE, "results/logs/servers")
         logger.info(

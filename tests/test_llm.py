@@ -467,3 +467,14 @@ def test_smollm2_prompt_fits_the_token_limit(smollm2):
     fitted = llm.fit(_request("long", "Which passage mentions grounding?", units), smollm2.backend, 256)
     assert smollm2.backend.count_tokens(fitted.prompt.text) <= 256 and fitted.truncated and fitted.kept == 1
     assert "Which passage mentions grounding?" in fitted.prompt.text and "Passage 1" not in fitted.prompt.text
+
+
+def test_a_runs_own_server_is_refused_when_jobs_go_to_cluster_nodes():
+    from workflow_scripts.llm.server import refuse_remote_jobs
+
+    blocks = {"models.judge": {"backend": "vllm", "serve": True}}
+    refuse_remote_jobs(blocks, local_exec=True)
+    refuse_remote_jobs({}, local_exec=False)  # nothing served: a cluster run is fine
+    with pytest.raises(InputError, match=r"models.judge.serve: true starts one vLLM server on this machine, which jobs "
+                                         r"sent to cluster nodes cannot reach.*backend: openai.*base_url"):
+        refuse_remote_jobs(blocks, local_exec=False)

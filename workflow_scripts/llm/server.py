@@ -195,6 +195,17 @@ def registry(model_cache: Path) -> Path:
     return Path(model_cache) / "servers"
 
 
+def refuse_remote_jobs(blocks: Mapping[str, Mapping[str, Any]], local_exec: bool) -> None:
+    """A run's own server listens on 127.0.0.1 of the machine Snakemake runs on: jobs a cluster executor sends to
+    other nodes could not reach it, so `serve: true` is refused there, before any job, naming the fix."""
+    if blocks and not local_exec:
+        keys = ", ".join(f"{where}.serve" for where in sorted(blocks))
+        raise InputError(f"{keys}: true starts one vLLM server on this machine, which jobs sent to cluster nodes "
+                         f"cannot reach; on a cluster serve the model yourself (a server per node, or one every node "
+                         f"reaches) and point backend: openai at it with base_url (docs/models.md, Served models), "
+                         f"or run without serve")
+
+
 def start_run_servers(blocks: Mapping[str, Mapping[str, Any]], model_cache: Path, log_folder: Path) -> list[str]:
     """Serve each distinct engine among `blocks` ({where: block} of `serve: true` vllm blocks) for the rest of this
     process, named after its key (a stale registry entry never reaches another run's server) and logging to
