@@ -478,3 +478,13 @@ def test_a_runs_own_server_is_refused_when_jobs_go_to_cluster_nodes():
     with pytest.raises(InputError, match=r"models.judge.serve: true starts one vLLM server on this machine, which jobs "
                                          r"sent to cluster nodes cannot reach.*backend: openai.*base_url"):
         refuse_remote_jobs(blocks, local_exec=False)
+
+
+def test_a_constrained_vllm_reply_is_labelled_with_the_k_it_asked_for():
+    """The offline vllm backend asks max(top_logprobs, ALTERNATIVES) alternatives of a constrained reply, as the
+    openai backend (and so the run's own server) does; both label the row with that k."""
+    output = {"text": "{}", "finish_reason": "stop", "prompt_tokens": 3, "token_ids": [7], "steps": [(-0.1, [-0.1, -2.5], [7, 8])]}
+    decode = lambda ids: "x"  # noqa: E731
+    assert vllm_backend.parse_vllm_output(output, decode, 32).uncertainty_basis == "top_32"
+    assert vllm_backend.parse_vllm_output(output, decode).uncertainty_basis == f"top_{vllm_backend.ALTERNATIVES}"
+    assert vllm_backend.parse_vllm_output(output).uncertainty_basis is None

@@ -230,12 +230,14 @@ class VllmBackend(ChatTemplateBackend):
         outputs = self._receive(worker, "generate with")["outputs"]
         decode = lambda ids: self.chat.decode(ids)  # noqa: E731
         return apportion(time.perf_counter() - started, [
-            parse_vllm_output(output, decode if prompt.constraint is not None and self.record_steps else None)
+            parse_vllm_output(output, decode if prompt.constraint is not None and self.record_steps else None,
+                              max(self.config.top_logprobs, ALTERNATIVES))
             for prompt, output in zip(batch, outputs)
         ])
 
 
-def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], str] | None = None) -> Outcome:
+def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], str] | None = None,
+                      steps_k: int = ALTERNATIVES) -> Outcome:
     """An `Outcome` from one of the worker's outputs (or its error). With `decode` (a constrained request), also its
     `steps`: vLLM applies the grammar's bitmask to the logits before it computes log-probabilities (in every
     logprobs_mode, vLLM 0.32: gpu_model_runner.sample_tokens, then the sampler), so the top-k list is over the
@@ -254,6 +256,6 @@ def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], s
         text=output["text"], finish_reason="length" if output["finish_reason"] == "length" else "stop",
         prompt_tokens=output["prompt_tokens"], completion_tokens=len(output["token_ids"]),
         mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob, steps=steps,
-        uncertainty_basis=f"top_{ALTERNATIVES}" if decode is not None else None,
+        uncertainty_basis=f"top_{steps_k}" if decode is not None else None,  # the k a constrained reply asked for
     )
 
