@@ -6,7 +6,7 @@ read them from here.
 In:  nothing (constants only; importing this module costs nothing, so the Snakefile may).
 Out: the tuples and mappings below; `enumerations()` names the ones the config schema's `x-enum` markers take
      (core/schema.load_schema fills them in, so a value is added here and nowhere else; each stage's dispatch table
-     is keyed by the same tuple, checked in tests/test_layout.py).
+     is keyed by the same tuple, checked in tests/test_vocabulary.py).
 """
 
 # --- Ingest (ingest/adapters/registry.py: each format's loader; trec.py and pool.py: their file formats)
