@@ -313,5 +313,5 @@ def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a
               "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
     rows = cost_ledger.stage_rows(source, study_a["questions"])
     assert rows["llm_calls"].to_list() == [4] * 4 and rows["completion_tokens"].to_list() == [10] * 4
-    # the Study C judge's server gave no prompt-token counts: the money of these calls is unknown
+    # the quality judge's server gave no prompt-token counts: the money of these calls is unknown
     assert rows["prompt_tokens"].to_list() == [None] * 4 and rows["money"].to_list() == [None] * 4

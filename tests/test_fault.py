@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 # Each kill point: the rule whose job is killed, and when (a predicate on the workdir once the job has started):
 # embedding and indexing once the job's script runs (its log exists), generation after its first cache shard,
-# judging after the Study A judge has finished and before the Study C judge does.
+# judging after the grounded judge has finished and before the quality judge does.
 KILL_POINTS = {
     "embed_units": lambda work: (work / "results" / "logs" / "embed_units" / f"{DATASET}.log").exists(),
     "index_bm25": lambda work: (work / "results" / "logs" / "index_bm25" / f"{DATASET}.log").exists(),
@@ -130,7 +130,7 @@ def test_llm_calls_finished_before_a_kill_are_not_redone(killed_and_resumed):
     served = re.search(r"llm: 3 requests, (\d+) generated, (\d+) from cache", generated)
     assert served and int(served.group(2)) >= 2, generated
     judged = log_text(work, "judge_answers")
-    # the judge was killed after the Study A judge had finished: all of its calls come from the cache
+    # the judge was killed after the grounded judge had finished: all of its calls come from the cache
     first = re.search(r"llm: 3 requests, (\d+) generated, (\d+) from cache", judged)
     assert first and first.groups() == ("0", "3"), judged
 

@@ -74,7 +74,7 @@ def test_expected_scores_from_masked_and_top_k_distributions():
 
 
 class GateJudge(WordTokenBackend):
-    """A Study C judge that refuses ("is_answer": false) unless the is_answer-true branch is forced, with steps."""
+    """A quality judge that refuses ("is_answer": false) unless the is_answer-true branch is forced, with steps."""
 
     fingerprint = "gate-judge"
 
@@ -115,7 +115,7 @@ def test_a_gated_refusal_is_rescored_under_the_answer_branch(tmp_path):
 
 
 class LogprobServer(JsonHandler):
-    """/v1/chat/completions returning a Study A judge reply with top_logprobs per token ("bare" model: none)."""
+    """/v1/chat/completions returning a grounded-judge reply with top_logprobs per token ("bare" model: none)."""
 
     bodies: ClassVar[list[dict]] = []
     TOKENS: ClassVar[list] = [('{"abstained": ', {}), ("false", {"false": 0.9, "true": 0.1}),

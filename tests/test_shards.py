@@ -220,7 +220,7 @@ def test_the_sharded_tiny_demo_gives_the_unsharded_tables_byte_for_byte(tmp_path
     work = shard(tiny_workdir(tmp_path, UNBATCHED))
     snakemake(work)
     results = work / "results" / DATASET
-    for table in ("answers/keep", "answers/keep_study_a", "dense/unit_vectors", "rerank/smollm2_yes_no"):
+    for table in ("answers/keep", "judgments/keep_grounded", "dense/unit_vectors", "rerank/smollm2_yes_no"):
         assert sorted(path.name for path in (results / f"{table}.shards").iterdir()) == ["0-of-2.parquet", "1-of-2.parquet"]
     assert differences(reference, work) == []
     # each shard resumes on its own: a lost shard (with the table gathered from it) reruns alone, then its gather

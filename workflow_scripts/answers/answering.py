@@ -42,9 +42,8 @@ from workflow_scripts.core.contracts import (
     UNITS,
 )
 from workflow_scripts.core.tables import read_table
-from workflow_scripts.core.vocabulary import SCORE_BASES
+from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK, SCORE_BASES
 from workflow_scripts.core.shards import Shard, own_rows
-from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.templates import Template

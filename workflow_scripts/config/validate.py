@@ -18,8 +18,7 @@ from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
-from workflow_scripts.core.vocabulary import FEATURE_FAMILY
-from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORE_ROUTERS, SCORERS, is_closed_book_pair
+from workflow_scripts.core.vocabulary import CLOSED_BOOK, FEATURE_FAMILY, SCORERS, SCORE_ROUTERS, is_closed_book_pair
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 

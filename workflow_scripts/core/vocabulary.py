@@ -64,7 +64,7 @@ BOOTSTRAP_METHODS = ("percentile", "bca")  # routing/stats.group_bootstrap
 COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs, per query (cost/pricing.py)
 
 # --- Deterministic answer scorers (judging/metrics.py): Study B's correct(with) − correct(without)
-SCORERS = ("em", "f1", "contains")
+SCORERS = ("contains", "em", "f1")
 
 # --- LLM judges: the judgments table suffix and the template each renders
 JUDGES = ("grounded", "quality")  # grounded: against the references and the evidence shown; quality: the answer alone

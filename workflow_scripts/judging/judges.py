@@ -35,9 +35,8 @@ import polars as pl
 
 from workflow_scripts.core.contracts import JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY
 from workflow_scripts.core.tables import Contract, frame
-from workflow_scripts.core.vocabulary import OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS
+from workflow_scripts.core.vocabulary import JUDGE_SCORINGS, OBTAINED, STUDY_C_METRICS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import JUDGE_SCORINGS
 from workflow_scripts.judging import scores
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.backends import steps_of

@@ -20,9 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.vocabulary import FEATURE_FAMILY
+from workflow_scripts.core.vocabulary import COST_MEASURES, FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import COST_MEASURES
 from workflow_scripts.cost.pricing import Costs, PairPlan
 from workflow_scripts.routing.frontiers import frontier_table
 from workflow_scripts.routing.routers import read_artifact

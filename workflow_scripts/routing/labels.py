@@ -19,9 +19,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from workflow_scripts.core.vocabulary import ARM_OUTCOMES, RETRIEVAL_OUTCOMES
+from workflow_scripts.core.vocabulary import ARM_OUTCOMES, RETRIEVAL_OUTCOMES, SCORERS
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import SCORERS
 from workflow_scripts.judging.metrics import score_answers
 
 

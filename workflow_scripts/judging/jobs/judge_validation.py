@@ -1,6 +1,7 @@
-"""Rule judge_validation: the Study A correctness judge against a reference label, and PPI replays (judging/validation.py).
+"""Rule judge_validation: the grounded judge's correctness against a reference label, and PPI replays
+(judging/validation.py).
 
-In:  every judged policy's Study A judgments and answers, the questions (reference answers) and the splits (groups);
+In:  every judged policy's grounded judgments and answers, the questions (reference answers) and the splits (groups);
      params: the policies, `judging.validate`, `judging.scoring`, the bootstrap settings.
 Out: results/<dataset>/judging/agreement.csv, ppi_replay.csv, items.parquet (output `judged`: the pooled judged answers with their
      reference label) and validation.png.
