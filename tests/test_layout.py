@@ -12,7 +12,8 @@ from pathlib import Path
 from conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "workflow_scripts"
-STAGES = {"config", "core", "ingest", "retrieval", "llm", "judging", "answers", "routing", "cost", "report", "study_c"}
+STAGES = {"config", "core", "stats", "ingest", "retrieval", "llm", "judging", "answers", "routing", "cost", "report",
+          "study_c"}
 
 
 def module_name(path: Path) -> str:

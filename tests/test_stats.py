@@ -8,7 +8,7 @@ import pytest
 from workflow_scripts.core.contracts import COMPARISONS
 from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.routing.stats import compare_policies, group_bootstrap, group_permutation_test, win_tie_loss
+from workflow_scripts.stats.paired import compare_policies, group_bootstrap, group_permutation_test, win_tie_loss
 
 
 def test_two_equal_groups_give_the_hand_computed_percentile_interval():

@@ -47,7 +47,7 @@ from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.templates import Template
-from workflow_scripts.routing.stats import compare_policies
+from workflow_scripts.stats.paired import compare_policies
 
 log = logging.getLogger("ragfrontier.answer")
 

@@ -490,7 +490,7 @@ AUDIT = Contract(
 )
 
 
-# --- Paired comparisons (routing/stats.py): group-bootstrap intervals and win / tie / loss shares
+# --- Paired comparisons (stats/paired.py): group-bootstrap intervals and win / tie / loss shares
 
 COMPARISONS = Contract(
     name="comparisons",

@@ -60,7 +60,7 @@ CONTROL_ROUTERS = ("random", "always", "never")  # read no feature
 ROUTER_KINDS = LEARNED_ROUTERS + tuple(SCORE_ROUTERS) + CONTROL_ROUTERS
 
 # --- Statistics and cost
-BOOTSTRAP_METHODS = ("percentile", "bca")  # routing/stats.group_bootstrap
+BOOTSTRAP_METHODS = ("percentile", "bca")  # stats/paired.group_bootstrap
 COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs, per query (cost/pricing.py)
 
 # --- Deterministic answer scorers (judging/metrics.py): Study B's correct(with) − correct(without)

@@ -1,1 +1,1 @@
-"""Routing stage (Studies A and B): utility labels, features, routers, budget frontiers and paired statistics."""
+"""Routing stage (Studies A and B): utility labels, features, routers and budget frontiers."""

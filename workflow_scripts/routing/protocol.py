@@ -61,7 +61,7 @@ from workflow_scripts.routing.routers import (
     out_of_fold_scores,
     read_artifact,
 )
-from workflow_scripts.routing.stats import compare_policies
+from workflow_scripts.stats.paired import compare_policies
 
 log = logging.getLogger("ragfrontier.route")
 

@@ -40,7 +40,7 @@ import polars as pl
 from workflow_scripts.core.contracts import SCORE_BASES, STUDY_C_METRICS
 from workflow_scripts.cost.ledger import money_of
 from workflow_scripts.judging import judges
-from workflow_scripts.routing.stats import group_bootstrap, group_permutation_test, win_tie_loss
+from workflow_scripts.stats.paired import group_bootstrap, group_permutation_test, win_tie_loss
 
 log = logging.getLogger("ragfrontier.study_c")
 
