@@ -148,6 +148,7 @@ def test_cranfield_empty_documents(cranfield: Ingested) -> None:
     assert orphaned.rows() == [("125", "995", 2)]
 
 
+@pytest.mark.slow  # two BM25 indexes and 225 searches (~15 s)
 def test_cranfield_title_prepend_counts_the_title_twice(cranfield: Ingested, tmp_path: Path) -> None:
     """Issue 18: `.W` already opens with the title (1396 of the 1398 documents with text), so retrieval.title
     `ignore` indexes title + abstract once (what docs/your-data.md recommends for SMART collections) and `prepend`

@@ -77,3 +77,17 @@ def test_summary_table_keeps_split_rows_only_when_splits_matter():
     summary = summarize(metrics, splits, "bm25")
     assert summary_table([summary])["split"].to_list() == ["all", "dev", "heldout"]
     assert summary_table([summary], by_split=False).rows() == [("bm25", "all", 0.5, 2)]
+
+
+def test_summary_means_do_not_depend_on_the_order_of_the_rows():
+    """A float sum depends on its order; the summary sorts each group's values first, so however the rows (or a
+    parallel group_by's partitions) arrive, the means are the same to the last bit."""
+    import random
+
+    rng = random.Random(7)
+    qids = [f"q{i}" for i in range(500)]
+    metrics = pl.DataFrame({"qid": qids, "measure": ["nDCG@10"] * 500, "value": [rng.random() / 3 for _ in qids]})
+    splits = pl.DataFrame({"qid": qids, "split": [("dev", "heldout")[i % 2] for i in range(500)]})
+    means = {tuple(summarize(metrics.sample(fraction=1.0, shuffle=True, seed=seed), splits, "arm")
+                   .sort("split")["mean"]) for seed in range(6)}
+    assert len(means) == 1

@@ -138,6 +138,9 @@ def test_the_vllm_overlay_switches_only_the_backends(project_root, monkeypatch):
         assert config["models"][role]["sampling"] == base["models"][role]["sampling"]
 
 
+@pytest.mark.slow  # runs Snakemake (~20 s)
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_dl19_pool_runs_from_its_shipped_tsv(tmp_path, project_root):
     """Issue 18: one pool_tsv dataset entry ingests BERGEN's DL19 pool; a pure retrieval run's summary reports
     AP(rel=2) and nDCG@10 on the `all` rows only (its splits mean nothing), and the ingest report explains the

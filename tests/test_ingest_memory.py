@@ -58,6 +58,7 @@ def peak_rss(spec: dict, out: Path) -> tuple[int, dict]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads a process's peak RSS from /proc (Linux)")
+@pytest.mark.slow  # ingests two corpora in subprocesses (~3 s)
 def test_peak_memory_does_not_grow_with_the_corpus(tmp_path: Path) -> None:
     """Ingest N and 4N passages: the 4N job's peak above a tiny job's (interpreter, libraries, one batch) stays
     within 1.6 times the N job's. Reading the whole corpus into memory, as ingest once did, gives about 3 times."""

@@ -216,6 +216,7 @@ def server():
         yield url
 
 
+@pytest.mark.slow  # waits out real client timeouts (~4 s)
 def test_openai_backend_retries_times_out_and_keeps_the_key_secret(server, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("RAGFRONTIER_TEST_KEY", "sk-secret-123")
     spec = {"backend": "openai", "model": "llama3.1:8b", "base_url": server, "api_key_env": "RAGFRONTIER_TEST_KEY",

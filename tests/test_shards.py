@@ -169,6 +169,7 @@ def _generate_concurrently(cache: str, order_seed: int, start, results) -> None:
     results.put(sorted(zip(table["request_id"].to_list(), table["text"].to_list())))
 
 
+@pytest.mark.slow  # concurrent processes (~4 s)
 def test_shards_running_at_once_share_the_llm_cache_without_a_torn_or_doubled_entry(tmp_path):
     context = multiprocessing.get_context("spawn")  # (polars is not fork-safe)
     start, results = context.Barrier(4), context.Queue()
@@ -196,6 +197,8 @@ def test_shards_running_at_once_share_the_llm_cache_without_a_torn_or_doubled_en
 SHARDS = {"embed_units": 2, "rerank": 2, "generate_answers": 3, "judge_answers": 2}
 
 
+@pytest.mark.slow  # plans the DAG five times (~25 s)
+@pytest.mark.integration
 def test_shard_counts_shape_the_dag_and_bad_counts_are_config_errors(tmp_path):
     workdir = lambda name, overrides: make_workdir(Path(tmp_path / name).mkdir() or tmp_path / name, overrides)
     work = workdir("plan", {"shards": SHARDS})

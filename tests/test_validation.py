@@ -31,6 +31,7 @@ def _items(seed: int = 0, groups: int = 60, informative: bool = True) -> pl.Data
     return conform(pl.DataFrame(rows), JUDGE_VALIDATION_ITEMS)
 
 
+@pytest.mark.slow  # bootstrap CIs on simulated judges (~4 s)
 def test_agreement_measures_rank_an_informative_judge_above_chance_with_group_cis():
     table = validation.agreement_table(_items(), resamples=200, seed=1)
     auroc = table.filter((pl.col("reading") == "expected") & (pl.col("measure") == "auroc")).row(0, named=True)
@@ -43,6 +44,7 @@ def test_agreement_measures_rank_an_informative_judge_above_chance_with_group_ci
     assert flat.filter((pl.col("reading") == "expected") & (pl.col("measure") == "auroc"))["low"].item() < 0.5
 
 
+@pytest.mark.slow  # coverage simulation (~2 s)
 def test_replays_cover_the_reference_mean_and_tuned_is_never_wider_than_classical():
     items = _items(seed=3, groups=100)
     replay = validation.replay_table(items, [30, 80], replays=60, seed=5, judge_column="judge")
