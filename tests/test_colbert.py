@@ -73,6 +73,27 @@ def test_untrained_checkpoint_loads_under_transformers_5(checkpoint):
 
 
 @pytest.mark.slow
+def test_a_checkpoint_is_the_same_bytes_every_build_even_in_a_detached_checkout(tmp_path, monkeypatch):
+    """ColBERT's own save wrote the host, the time and the git branch into artifact.metadata (a new fingerprint at
+    every build) and raised TypeError in a detached-HEAD checkout, as CI systems check out; both builds here run
+    inside one."""
+    import subprocess
+
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    for command in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+                                     "-m", "x"], ["checkout", "-q", "--detach"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    monkeypatch.chdir(repo)
+    encoder = tiny_encoder(tmp_path / "encoder")
+    for name in ("one", "two"):
+        colbert.build_untrained_checkpoint(encoder, tmp_path / name, dim=16, seed=0, extensions_dir=EXTENSIONS)
+    first, second = ((tmp_path / name / "artifact.metadata").read_bytes() for name in ("one", "two"))
+    assert first == second and json.loads(first)["meta"] == {"version": colbert.CHECKPOINT_FORMAT}
+    assert models.path_fingerprint(tmp_path / "one") == models.path_fingerprint(tmp_path / "two")
+
+
+@pytest.mark.slow
 def test_plaid_index_and_search_a_real_corpus_sample(index, checkpoint, corpus):
     docids, texts = corpus
     built = json.loads((index / "settings.json").read_text())

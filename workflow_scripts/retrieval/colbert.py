@@ -42,6 +42,7 @@ log = logging.getLogger("ragfrontier.colbert")
 
 SETTING_KEYS = ("doc_maxlen", "query_maxlen", "nbits", "kmeans_niters")
 INSTALL = "pip install -e '.[colbert]'"  # colbert-ai==0.2.22 and its missing dependencies, pinned in pyproject.toml
+CHECKPOINT_FORMAT = "colbert-v0.4"  # the "meta" version ColBERT writes into a checkpoint's artifact.metadata
 
 
 def import_colbert(extensions_dir: Path) -> Any:
@@ -111,7 +112,12 @@ def build_untrained_checkpoint(encoder: Path, out: Path, dim: int, seed: int, ex
     with atomic_folder(out) as partial:
         model.save_pretrained(str(partial))
         AutoTokenizer.from_pretrained(str(encoder)).save_pretrained(str(partial))
-        config.save_for_checkpoint(str(partial))
+        # ColBERT's own config.save_for_checkpoint adds the host, the time and the git branch of the working
+        # directory to artifact.metadata: the checkpoint's bytes (and so its fingerprint) change with every build,
+        # and in a detached-HEAD checkout (a CI system's, `git checkout <tag>`) asking for the branch raises
+        # TypeError. The file is written as it writes it, with a fixed "meta".
+        metadata = {**config.export(), "meta": {"version": CHECKPOINT_FORMAT}}
+        (partial / "artifact.metadata").write_text(json.dumps(metadata, indent=4) + "\n")
 
 
 def index_settings(settings: Mapping[str, Any], checkpoint: Path, docids: Sequence[str]) -> dict[str, Any]:
