@@ -216,12 +216,25 @@ def test_every_table_is_written_through_its_contract():
     assert bare == []
 
 
+def test_every_csv_report_is_written_through_its_contract():
+    """A CSV report is written by `tables.write_report` (conformed to its contract in `contracts.REPORTS`), never by
+    polars' `write_csv` elsewhere."""
+    bare = [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}"
+            for name, path in MODULES.items() if name != "workflow_scripts.core.tables"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "write_csv"]
+    assert bare == []
+
+
 def test_every_contract_of_the_registry_is_used_by_production():
     from workflow_scripts.core import contracts, tables
 
+    registries = {**contracts.CONTRACTS, **contracts.REPORTS}
+    assert not set(contracts.CONTRACTS) & set(contracts.REPORTS)
     registered = [name for name, value in vars(contracts).items()
-                  if isinstance(value, tables.Contract) and contracts.CONTRACTS.get(value.name) is value]
-    assert len(registered) == len(contracts.CONTRACTS)
+                  if isinstance(value, tables.Contract) and registries.get(value.name) is value]
+    assert len(registered) + len(contracts.REVIEW_SHEETS) == len(registries)
+    registered.append("REVIEW_SHEETS")  # one contract per judge, looked up by the judge's name
     sources = [path for name, path in MODULES.items() if name != "workflow_scripts.core.contracts"]
     used = sum((code_references(path) for path in [*sources, *(PROJECT_ROOT / "rules").rglob("*.smk")]), Counter())
     assert [name for name in registered if not used[name]] == []

@@ -7,7 +7,9 @@ import math
 import polars as pl
 import pytest
 
+from workflow_scripts.core.contracts import REVIEW_AGREEMENT
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.tables import conform
 from workflow_scripts.judging import review
 
 LABELS = {"correctness": (0, 2), "faithfulness": (0, 2)}
@@ -24,18 +26,15 @@ def _judgments(levels_by_policy: dict[str, list[int]]) -> pl.DataFrame:
 
 def test_export_is_stratified_seeded_and_blind(tmp_path):
     judgments = _judgments({"keep": [0] * 5 + [1] * 2 + [2] * 8, "hybrid": [2] * 6 + [None]})
-    path = tmp_path / "review" / "sample.csv"
-    sample = review.export_review(judgments, path, LABELS, ["policy", "correctness"], 3, 7,
-                                  show=["question", "answer", "references"])
+    sheet, sample = review.export_review(judgments, LABELS, ["policy", "correctness"], 3, 7,
+                                         show=["question", "answer", "references"])
     sizes = dict(sample.group_by("policy", "correctness").len().select(
         pl.concat_str("policy", pl.col("correctness").cast(pl.String), separator=":"), "len").iter_rows())
     assert sizes == {"keep:0": 3, "keep:1": 2, "keep:2": 3, "hybrid:2": 3}
-    sheet = pl.read_csv(path, infer_schema=False)
     assert sheet.columns == ["item_id", "question", "answer", "references", "human_correctness",
                              "human_faithfulness", "notes"]
     assert sheet["references"][0].startswith("- ref ") and sheet["human_correctness"].null_count() == 11
-    again = review.export_review(judgments, tmp_path / "again.csv", LABELS, ["policy", "correctness"], 3, 7,
-                                 show=["question"])
+    _, again = review.export_review(judgments, LABELS, ["policy", "correctness"], 3, 7, show=["question"])
     assert again["item_id"].to_list() == sample["item_id"].to_list()
     other_seed = review.review_sample(judgments, ["policy", "correctness"], 3, 8)
     assert set(other_seed["item_id"]) != set(sample["item_id"])
@@ -193,7 +192,7 @@ def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
     def agreement():
         return review.judge_agreement("grounded", items, reviewed, per_stratum=1, seed=3, min_reviewed=2, scoring="argmax")
 
-    table = agreement()
+    table = conform(agreement(), REVIEW_AGREEMENT)
     overall = table.filter((pl.col("label") == "correctness") & (pl.col("group") == "all")).row(0, named=True)
     assert overall["n_reviewed"] == 6 and overall["corrected_mean"] == 2.0 and overall["exact_agreement"] == 2 / 6
     # one review per stratum (per_stratum = 1): the estimate, but no within-stratum variance for an interval

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from workflow_scripts.config.validate import validate_config
-from workflow_scripts.core.contracts import JUDGE_VALIDATION_ITEMS
+from workflow_scripts.core.contracts import JUDGE_AGREEMENT, JUDGE_VALIDATION_ITEMS, PPI_REPLAY
 from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging import validation
@@ -33,21 +33,21 @@ def _items(seed: int = 0, groups: int = 60, informative: bool = True) -> pl.Data
 
 @pytest.mark.slow  # bootstrap CIs on simulated judges (~4 s)
 def test_agreement_measures_rank_an_informative_judge_above_chance_with_group_cis():
-    table = validation.agreement_table(_items(), resamples=200, seed=1)
+    table = conform(validation.agreement_table(_items(), resamples=200, seed=1), JUDGE_AGREEMENT)
     auroc = table.filter((pl.col("reading") == "expected") & (pl.col("measure") == "auroc")).row(0, named=True)
     assert auroc["estimate"] > 0.8 and auroc["low"] < auroc["estimate"] < auroc["high"]
     assert auroc["n"] == 120 and auroc["n_groups"] == 30 and auroc["distinct_scores"] > 100
     bias = table.filter((pl.col("reading") == "expected") & (pl.col("measure") == "bias"))["estimate"].item()
     items = _items()
     assert bias == pytest.approx(items["expected"].mean() / 2 - items["reference"].mean())
-    flat = validation.agreement_table(_items(informative=False), resamples=200, seed=1)
+    flat = conform(validation.agreement_table(_items(informative=False), resamples=200, seed=1), JUDGE_AGREEMENT)
     assert flat.filter((pl.col("reading") == "expected") & (pl.col("measure") == "auroc"))["low"].item() < 0.5
 
 
 @pytest.mark.slow  # coverage simulation (~2 s)
 def test_replays_cover_the_reference_mean_and_tuned_is_never_wider_than_classical():
     items = _items(seed=3, groups=100)
-    replay = validation.replay_table(items, [30, 80], replays=60, seed=5, judge_column="judge")
+    replay = conform(validation.replay_table(items, [30, 80], replays=60, seed=5, judge_column="judge"), PPI_REPLAY)
     # the export's design draws per_stratum items from each policy × level stratum: at least n in all
     assert replay["n"].to_list() == [30, 80] and (replay["n_reviewed_mean"] >= replay["n"]).all()
     assert (replay["tuned_coverage"] >= 0.85).all() and (replay["classical_coverage"] >= 0.85).all()

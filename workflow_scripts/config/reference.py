@@ -2,8 +2,8 @@
 
 In:  the config schema (core/config.schema.yaml) and the table contracts (core/contracts.py).
 Out: docs/configuration.md (every key with its type, default and description, the LLM block and each dataset
-     format once) and docs/outputs.md (every Parquet table's columns with type, nulls allowed, allowed values and
-     meaning, and its key).
+     format once) and docs/outputs.md (every Parquet table's and CSV report's columns with type, nulls allowed,
+     allowed values and meaning, its key and a report's path).
 
 `python -m workflow_scripts.config.reference` rewrites both; tests/test_docs.py fails when either is stale.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import CONTRACTS
+from workflow_scripts.core.contracts import CONTRACTS, REPORTS, metrics_summary_report
 from workflow_scripts.core.tables import Contract
 from workflow_scripts.core.schema import load_schema
 
@@ -111,18 +111,29 @@ def _contract_rows(contract: Contract) -> Iterator[str]:
                f"{_text(column.doc)} |")
 
 
-def outputs_page(contracts: Mapping[str, Contract] = CONTRACTS) -> str:
-    """docs/outputs.md: every table contract."""
+def _contract_section(name: str, contract: Contract, level: str) -> list[str]:
+    where = f"`{contract.file}`. " if contract.file else ""
+    return [f"{level} `{name}`", "", f"{where}Key: {', '.join(f'`{column}`' for column in contract.key) or '(none)'}.",
+            "", "| column | type | nulls | values | meaning |", "|---|---|---|---|---|", *_contract_rows(contract), ""]
+
+
+def outputs_page(contracts: Mapping[str, Contract] = CONTRACTS, reports: Mapping[str, Contract] = REPORTS) -> str:
+    """docs/outputs.md: every Parquet table's contract, then every CSV report's."""
     lines = [GENERATED, "", "# Output tables", "",
-             "Every Parquet table the pipeline writes has a contract (`workflow_scripts/core/contracts.py`): its "
-             "columns, their types, whether nulls are allowed, the values an enumerated column may take, and the key "
-             "no two rows share. Tables are checked against it when written; a file that does not satisfy it is "
-             "refused when read, naming the table and the columns. Where each table lies is in "
-             "[Getting started](getting-started.md#what-the-default-experiment-computes); the CSV and Markdown "
-             "reports beside them are described in [Reading the results](results.md).", ""]
+             "Every Parquet table and CSV report the pipeline writes has a contract "
+             "(`workflow_scripts/core/contracts.py`): its columns, their types, whether nulls are allowed, the values "
+             "an enumerated column may take, and the key no two rows share. Tables are checked against it when "
+             "written; a file that does not satisfy it is refused when read, naming the table and the columns. Where "
+             "each Parquet table lies is in [Getting started](getting-started.md#what-the-default-experiment-computes); "
+             "how to read the reports, in [Reading the results](results.md).", "", "## Parquet tables", ""]
     for name, contract in sorted(contracts.items()):
-        lines += [f"## `{name}`", "", f"Key: {', '.join(f'`{column}`' for column in contract.key) or '(none)'}.", "",
-                  "| column | type | nulls | values | meaning |", "|---|---|---|---|---|", *_contract_rows(contract), ""]
+        lines += _contract_section(name, contract, "###")
+    lines += ["## CSV reports", "",
+              "What a reader opens, beside the Parquet tables (`policy_costs` and `reuse_costs` above are also "
+              "written as `policy_costs.csv` and `reuse.csv`). The retrieval summary has one column per "
+              "`evaluation.measures` entry, shown here as `<measure>`.", ""]
+    for name, contract in sorted({**reports, "metrics_summary_report": metrics_summary_report(["<measure>"])}.items()):
+        lines += _contract_section(name, contract, "###")
     return "\n".join(lines)
 
 

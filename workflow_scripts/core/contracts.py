@@ -1,4 +1,4 @@
-"""Data contracts: the schema of every canonical Parquet table, declared once, checked on every write.
+"""Data contracts: the schema of every canonical Parquet table and CSV report, declared once, checked on every write.
 
 Every table's schema lives here and nowhere else, grouped by the stage that writes it: ingest, retrieval,
 evaluation, generation (LLM cache, generations), judging, utility labels, router features, routers, budget
@@ -9,15 +9,22 @@ but `tables` and `vocabulary`, so it can never take part in an import cycle.
 
 In:  nothing (declarations only).
 Out: one `Contract` per table (`tables.Contract`: columns with type, nullability and meaning; key; enumerations)
-     and the registry `CONTRACTS`; `docs/outputs.md` is generated from it.
+     and the registries `CONTRACTS` (Parquet tables) and `REPORTS` (CSV reports, each with its `file`; the
+     retrieval summary's columns follow the measures: `metrics_summary_report`); `docs/outputs.md` is generated
+     from them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import polars as pl
 
 from workflow_scripts.core.tables import Column, Contract
 from workflow_scripts.core.vocabulary import (
+    ADAPTIVE,
+    AGREEMENT_MEASURES,
+    ALWAYS_ON,
     ARM_OUTCOMES,
     BACKENDS,
     BOOTSTRAP_METHODS,
@@ -25,12 +32,15 @@ from workflow_scripts.core.vocabulary import (
     COST_STAGES,
     FEATURE_FAMILY,
     FRONTIER_RULES,
+    JUDGE_SCORINGS,
     OBTAINED,
+    OFF,
     QUERY_TYPES,
     RETRIEVAL_OUTCOMES,
     SCORE_BASES,
     SPLIT_ORDER,
     STATUSES,
+    STRATEGIES,
     STUDY_C_METRICS,
     TOKEN_COLUMNS,
     UNIT_KINDS,
@@ -492,8 +502,9 @@ AUDIT = Contract(
 
 # --- Paired comparisons (stats/paired.py): group-bootstrap intervals and win / tie / loss shares
 
-COMPARISONS = Contract(
+COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py compare_policies
     name="comparisons",
+    file="results/<dataset>/answers/comparisons.csv",
     columns={
         "a": Column(pl.String(), doc="policy on the left of the difference"),
         "b": Column(pl.String(), doc="policy subtracted"),
@@ -650,7 +661,399 @@ STUDY_C_ANSWERS = Contract(
 )
 
 
-# --- The registry: every contract above, by table name
+# --- CSV reports: the tables a reader opens (`tables.write_report` conforms each on write; `file` is its path)
+
+CELL_QUERY_TYPE = Column(pl.String(), doc="problem | method | all (both pooled)")
+STRATEGY = Column(pl.String(), doc="the study_c.strategies entry")
+STUDY_C_CELLS = {"strategy": frozenset(STRATEGIES), "query_type": QUERY_TYPES | {"all"}}
+STUDY_C_TABLES = "results/<dataset>/study_c/tables/"
+
+ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
+    name="answer_summary",
+    file="results/<dataset>/answers/summary.csv",
+    columns={
+        "policy": Column(pl.String(), doc="the generation.policies entry (closed_book or an arm)"),
+        "judged": Column(pl.Int64(), doc="questions with a judgment of this policy by either judge"),
+        "grounded_questions": Column(pl.Int64(), doc="questions every policy has a grounded correctness for: the "
+                                     "questions the correctness mean is over"),
+        "correctness": Column(pl.Float64(), nullable=True, doc="mean grounded correctness (0–2, read as "
+                              "judging.scoring says) on those questions; null: none"),
+        "faithfulness_questions": Column(pl.Int64(), doc="of those, the questions where no policy abstained (an "
+                                         "unknown abstention counts as one)"),
+        "faithfulness": Column(pl.Float64(), nullable=True, doc="mean faithfulness (0–2) on those questions; null: none"),
+        "answer_rate": Column(pl.Float64(), nullable=True, doc="quality judge: mean is_answer (expected: P(is_answer)) "
+                              "over the policy's judgments; null: none"),
+        "overall_unconditional": Column(pl.Float64(), nullable=True, doc="mean overall score, refusals kept "
+                                        "(expected: P(is_answer) · E[overall | is_answer])"),
+        "overall_conditional": Column(pl.Float64(), nullable=True, doc="mean overall score given is_answer "
+                                      "(argmax: over the replies that chose is_answer true)"),
+        "distinct_correctness": Column(pl.Int64(), doc="distinct correctness values the judge gave (1: every answer "
+                                       "the same, the difference carries no information)"),
+        "distinct_overall": Column(pl.Int64(), doc="distinct overall values the judge gave"),
+        "grounded_basis": Column(pl.String(), doc="the grounded judgments' score bases with counts, e.g. "
+                                 "\"masked_exact: 17\" ('' for none)"),
+        "quality_basis": Column(pl.String(), doc="the quality judgments' score bases with counts"),
+        "grounded_parse_failed": Column(pl.Int64(), doc="grounded judgments with status parse_failed"),
+        "quality_parse_failed": Column(pl.Int64(), doc="quality judgments with status parse_failed"),
+        "grounded_replies": Column(pl.String(), doc="how the grounded replies were obtained, with counts, e.g. "
+                                   "\"constrained: 15; length: 2\""),
+        "quality_replies": Column(pl.String(), doc="how the quality replies were obtained, with counts"),
+    },
+    key=("policy",),
+)
+
+UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
+    name="utility_report",
+    file="results/<dataset>/routing/<pair>/utility.csv",
+    columns={
+        "dataset": Column(pl.String(), doc="dataset key from the config"),
+        "pair": Column(pl.String(), doc="the routing.pairs entry"),
+        "model": Column(pl.String(), nullable=True, doc="Study B: the generator model(s) behind the answers, "
+                        "' | '-joined; null for Study A"),
+        "measure": Column(pl.String(), doc="the pair's measure: an evaluation.measures name (Study A) or the "
+                          "answer scorer em | f1 | contains (Study B)"),
+        "split": Column(pl.String(), doc="dev | calibration | heldout | all"),
+        "n": Column(pl.UInt32(), doc="labelled questions"),
+        "gains": Column(pl.UInt32(), doc="questions with delta > 0 (rescue / benefit)"),
+        "harms": Column(pl.UInt32(), doc="questions with delta < 0"),
+        "ties": Column(pl.UInt32(), doc="questions with delta = 0 (tie / neutral)"),
+        "mean_off": Column(pl.Float64(), doc="mean metric never switching (the base arm / no retrieval)"),
+        "mean_on": Column(pl.Float64(), doc="mean metric always switching (the alternative arm / retrieval)"),
+        "mean_delta": Column(pl.Float64(), doc="mean of delta = metric on − metric off"),
+        "gain_rate": Column(pl.Float64(), doc="gains / n"),
+        "harm_rate": Column(pl.Float64(), doc="harms / n"),
+        "tie_rate": Column(pl.Float64(), doc="ties / n"),
+        "without_reference": Column(pl.Int32(), doc="Study B: answered questions left out for lack of reference "
+                                    "answers (0 for Study A); the same on every row"),
+        "signal_absent": Column(pl.Boolean(), doc="every label's delta is equal (over all splits): nothing to learn; "
+                                "the same on every row"),
+    },
+    key=("dataset", "pair", "split"),
+    enums={"split": SPLIT_NAMES | {"all"}},
+)
+
+ROUTER_THRESHOLDS = Contract(  # routing/protocol.py fit_routers
+    name="router_thresholds",
+    file="results/<dataset>/routing/<pair>/thresholds.csv",
+    columns={
+        "router": ROUTER,
+        "cost_per_trigger": Column(pl.Float64(), doc="c of the dev sweep: routing.cost_per_trigger, or with "
+                                   "routing.measured_cost per_unit × the router's measured cost of one trigger on dev"),
+        "threshold": Column(pl.Float64(), doc="the frozen threshold (a score above it triggers): the dev utility "
+                            "maximiser, fewest triggers on near-ties; -inf for always, inf for never"),
+        "dev_utility": Column(pl.Float64(), doc="mean(metric − c × triggered) on dev's out-of-fold scores at that "
+                              "threshold"),
+        "dev_trigger_rate": Column(pl.Float64(), doc="share of dev questions triggered at that threshold"),
+        "signal_absent": Column(pl.Boolean(), doc="some fold's training labels were constant (a flat score)"),
+    },
+    key=("router",),
+)
+
+ROUTER_POLICIES = Contract(  # routing/protocol.py heldout_tables (policy_rows)
+    name="router_policies",
+    file="results/<dataset>/routing/<pair>/policies.csv",
+    columns={
+        "router": ROUTER,
+        "questions": Column(pl.Int64(), doc="held-out questions"),
+        OFF: Column(pl.Float64(), doc="held-out mean metric never switching (the base arm / no retrieval)"),
+        ALWAYS_ON: Column(pl.Float64(), doc="held-out mean metric always switching"),
+        ADAPTIVE: Column(pl.Float64(), doc="held-out mean metric switching when the frozen router fires"),
+        "trigger_rate": Column(pl.Float64(), doc="share of held-out questions the router triggers on"),
+        "rescues": Column(pl.Int64(), doc="triggered held-out questions with delta > 0"),
+        "harms": Column(pl.Int64(), doc="triggered held-out questions with delta < 0"),
+        "cost_per_trigger": Column(pl.Float64(), doc="c the router was frozen with (thresholds.csv)"),
+        "utility": Column(pl.Float64(), doc="held-out mean(adaptive metric − c × triggered)"),
+    },
+    key=("router",),
+)
+
+ROUTER_COMPARISONS = Contract(  # routing/protocol.py heldout_tables: COMPARISONS rows per router
+    name="router_comparisons",
+    file="results/<dataset>/routing/<pair>/comparisons.csv",
+    columns={**COMPARISONS.columns,
+             "a": Column(pl.String(), doc="adaptive: the router's held-out policy"),
+             "b": Column(pl.String(), doc="always_on | off: the policy subtracted"),
+             "router": ROUTER},
+    key=("router", "a", "b"),
+    enums={**COMPARISONS.enums, "a": frozenset({ADAPTIVE}), "b": frozenset({ALWAYS_ON, OFF})},
+)
+
+
+def metrics_summary_report(measures: Sequence[str]) -> Contract:
+    """metrics/summary.csv (retrieval/evaluate.py summary_table): one column per measure, so its contract is built
+    from the measures the table holds (ir-measures' names, in sorted order)."""
+    return Contract(
+        name="metrics_summary_report",
+        file="results/<dataset>/metrics/summary.csv",
+        columns={
+            "arm": METRICS_SUMMARY.columns["arm"],
+            "split": Column(pl.String(), doc="dev | calibration | heldout | all (only all unless the runs feed "
+                            "routing or answers)"),
+            **{measure: Column(pl.Float64(), doc="the measure's mean over the split's judged queries; one column per "
+                               "evaluation.measures entry, named as ir-measures writes it, sorted")
+               for measure in measures},
+            "questions": Column(pl.UInt32(), doc="judged queries behind the means"),
+        },
+        key=("arm", "split"),
+        enums={"split": SPLIT_NAMES | {"all"}},
+    )
+
+
+STUDY_C_QUALITY = Contract(  # study_c/tables.py quality
+    name="study_c_quality",
+    file=STUDY_C_TABLES + "quality.csv",
+    columns={
+        "strategy": STRATEGY,
+        "query_type": CELL_QUERY_TYPE,
+        "queries": Column(pl.Int64(), doc="queries in the cell"),
+        "judged": Column(pl.Int64(), doc="queries judged with status ok"),
+        "parse_failed": Column(pl.Int64(), doc="judgments with status parse_failed"),
+        "judge_replies": Column(pl.String(), doc="how the judge's replies were obtained, with counts, e.g. "
+                                "\"constrained: 40\" ('' for none)"),
+        "score_basis": Column(pl.String(), doc="the ok judgments' score bases with counts, e.g. \"masked_exact: 40\""),
+        "answer_rate": Column(pl.Float64(), nullable=True, doc="mean is_answer (expected: P(is_answer)) among judged; "
+                              "null: none judged"),
+        "distinct_overall": Column(pl.Int64(), doc="distinct overall scores among judged (1: the judge gave every "
+                                   "answer the same)"),
+        **{f"{metric}_cond": Column(pl.Float64(), nullable=True, doc=f"mean {metric} given is_answer; null: none")
+           for metric in STUDY_C_METRICS},
+        **{f"{metric}_uncond": Column(pl.Float64(), nullable=True, doc=f"mean {metric} with refusals as 0 "
+                                      "(expected: P(is_answer) · E[score | is_answer]); null: none")
+           for metric in STUDY_C_METRICS},
+    },
+    key=("strategy", "query_type"),
+    enums=STUDY_C_CELLS,
+)
+
+STUDY_C_RETRIEVAL = Contract(  # study_c/tables.py retrieval
+    name="study_c_retrieval",
+    file=STUDY_C_TABLES + "retrieval.csv",
+    columns={
+        "strategy": STRATEGY,
+        "query_type": CELL_QUERY_TYPE,
+        "queries": Column(pl.Int64(), doc="queries in the cell"),
+        "hit_at_1": Column(pl.Float64(), nullable=True, doc="share of queries with the gold paper at rank 1 (null: no "
+                           "queries)"),
+        "hit_at_3": Column(pl.Float64(), nullable=True, doc="share with the gold paper in the top 3"),
+        "mrr_at_3": Column(pl.Float64(), nullable=True, doc="mean reciprocal rank of the gold paper, 0 below rank 3"),
+    },
+    key=("strategy", "query_type"),
+    enums=STUDY_C_CELLS,
+)
+
+PAIRED_VS_CLASSIC = {
+    "strategy": STRATEGY,
+    "query_type": CELL_QUERY_TYPE,
+    "queries": Column(pl.Int64(), doc="queries scored under both the strategy and classic (overall: judged ok)"),
+    "papers": Column(pl.Int64(), doc="papers among those queries (the bootstrap's resampling unit)"),
+    "delta": Column(pl.Float64(), nullable=True, doc="mean per-query strategy − classic (null: no query)"),
+    "low": Column(pl.Float64(), nullable=True, doc="bootstrap CI over papers (null: fewer than 2 papers)"),
+    "high": Column(pl.Float64(), nullable=True),
+    "p_permutation": Column(pl.Float64(), nullable=True, doc="two-sided paired permutation p, each paper's summed "
+                            "difference flipped (null: fewer than 2 papers)"),
+    "win": Column(pl.Float64(), nullable=True, doc="share of queries with strategy > classic"),
+    "tie": Column(pl.Float64(), nullable=True),
+    "loss": Column(pl.Float64(), nullable=True),
+}
+STUDY_C_PAIRED = Contract(  # study_c/tables.py paired (the judged overall score)
+    name="study_c_paired", file=STUDY_C_TABLES + "paired.csv", columns=PAIRED_VS_CLASSIC,
+    key=("strategy", "query_type"), enums=STUDY_C_CELLS,
+)
+STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/tables.py paired (the gold paper's Hit@3, judge-free)
+    name="study_c_paired_retrieval", file=STUDY_C_TABLES + "paired_retrieval.csv", columns=PAIRED_VS_CLASSIC,
+    key=("strategy", "query_type"), enums=STUDY_C_CELLS,
+)
+
+STUDY_C_GOLD = Contract(  # study_c/tables.py gold (over judged queries, status ok)
+    name="study_c_gold",
+    file=STUDY_C_TABLES + "gold.csv",
+    columns={
+        "strategy": STRATEGY,
+        "query_type": CELL_QUERY_TYPE,
+        "gold_hit": Column(pl.Int64(), doc="judged queries whose gold paper is in the top k shown"),
+        "gold_miss": Column(pl.Int64(), doc="judged queries whose gold paper is not"),
+        "overall_cond_hit": Column(pl.Float64(), nullable=True, doc="mean overall given is_answer on gold-hit queries "
+                                   "(null: none)"),
+        "overall_cond_miss": Column(pl.Float64(), nullable=True, doc="the same on gold-miss queries"),
+        "overall_uncond_hit": Column(pl.Float64(), nullable=True, doc="mean unconditional overall on gold-hit queries"),
+        "overall_uncond_miss": Column(pl.Float64(), nullable=True, doc="the same on gold-miss queries"),
+        "uncond_hit_minus_miss": Column(pl.Float64(), nullable=True, doc="overall_uncond_hit − overall_uncond_miss "
+                                        "(null: either is)"),
+    },
+    key=("strategy", "query_type"),
+    enums=STUDY_C_CELLS,
+)
+
+STUDY_C_GAP = Contract(  # study_c/tables.py gap
+    name="study_c_gap",
+    file=STUDY_C_TABLES + "gap.csv",
+    columns={
+        "strategy": STRATEGY,
+        "overall_cond_problem_minus_method": Column(pl.Float64(), nullable=True, doc="overall_cond of problem − of "
+                                                    "method queries (quality.csv; null: either is)"),
+        "overall_uncond_problem_minus_method": Column(pl.Float64(), nullable=True, doc="the same for overall_uncond"),
+    },
+    key=("strategy",),
+    enums={"strategy": frozenset(STRATEGIES)},
+)
+
+STUDY_C_COST = Contract(  # study_c/tables.py cost
+    name="study_c_cost",
+    file=STUDY_C_TABLES + "cost.csv",
+    columns={
+        "strategy": STRATEGY,
+        "query_type": CELL_QUERY_TYPE,
+        "queries": Column(pl.Int64(), doc="queries in the cell"),
+        "llm_calls_per_query": Column(pl.Float64(), nullable=True, doc="mean LLM calls per query, the answer included "
+                                      "(null: no answers)"),
+        "prompt_tokens_per_query": Column(pl.Float64(), nullable=True),
+        "completion_tokens_per_query": Column(pl.Float64(), nullable=True),
+        "llm_seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean measured LLM seconds"),
+        "retrieval_seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean measured search seconds"),
+        "seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean LLM + search seconds"),
+        "money_per_query": Column(pl.Float64(), nullable=True, doc="mean money at models.generator.prices (null: no "
+                                  "prices)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no prices)"),
+        "searched_share": Column(pl.Float64(), nullable=True, doc="share of queries the strategy searched for"),
+        "fallbacks": Column(pl.String(), doc="fallbacks by cause with counts, e.g. \"rephrase_failed: 3\" ('' for none)"),
+    },
+    key=("strategy", "query_type"),
+    enums=STUDY_C_CELLS,
+)
+
+COST_STAGE_TOTALS = Contract(  # cost/ledger.py stage_totals
+    name="cost_stage_totals",
+    file="results/<dataset>/cost/stages.csv",
+    columns={
+        "stage": COST_LEDGER.columns["stage"],
+        "component": COST_LEDGER.columns["component"],
+        "basis": COST_LEDGER.columns["basis"],
+        "rows": Column(pl.UInt32(), doc="ledger rows (queries) of this stage, component and basis"),
+        "seconds": Column(pl.Float64(), doc="their measured seconds, summed"),
+        "money": Column(pl.Float64(), nullable=True, doc="their money, summed (null: any row's money is unknown)"),
+        "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: none)"),
+    },
+    key=("stage", "component", "basis"),
+    enums={"stage": COST_STAGES, "basis": COST_BASES},
+)
+
+REVIEW_AGREEMENT = Contract(  # judging/review.py judge_agreement
+    name="review_agreement",
+    file="results/<dataset>/review/<judge>_agreement.csv",
+    columns={
+        "label": Column(pl.String(), doc="the judge's label compared (grounded: correctness | faithfulness; quality: "
+                        "the six Study C scores)"),
+        "group": Column(pl.String(), doc="all | a policy | '<a> − <b>' (the difference of two policies)"),
+        "n_population": Column(pl.Int64(), doc="judged items of the group with the label (a − b: questions judged "
+                               "under both)"),
+        "n_reviewed": Column(pl.Int64(), doc="reviewed items among them"),
+        "judge_mean": Column(pl.Float64(), nullable=True, doc="the judge's mean over the group (judging.scoring's "
+                             "reading; a − b: mean per-question difference)"),
+        "ppi_mean": Column(pl.Float64(), nullable=True, doc="PPI++ estimate of the human mean (null: unreviewed "
+                           "strata)"),
+        "ppi_low": Column(pl.Float64(), nullable=True, doc="its CLT interval (null: too few reviews or unreviewed "
+                          "strata)"),
+        "ppi_high": Column(pl.Float64(), nullable=True),
+        "ppi_status": Column(pl.String(), nullable=True, doc="ok | too_few_reviews: … | unreviewed_strata: … (null: "
+                             "no items)"),
+        "ppi_lambda": Column(pl.String(), nullable=True, doc="λ̂ (3 decimals), ' / '-joined per policy of a "
+                             "difference"),
+        "judge_mean_reviewed": Column(pl.Float64(), nullable=True, doc="the judge's raw mean on the reviewed items "
+                                      "(null on a − b rows)"),
+        "human_mean_reviewed": Column(pl.Float64(), nullable=True, doc="the human raw mean on the reviewed items"),
+        "human_mean_stratified": Column(pl.Float64(), nullable=True, doc="design-weighted human mean over the "
+                                        "reviewed strata"),
+        "corrected_mean": Column(pl.Float64(), nullable=True, doc="confusion-matrix corrected mean (null: a judge "
+                                 "level of the group has no review)"),
+        "kappa_quadratic": Column(pl.Float64(), nullable=True, doc="quadratic-weighted Cohen's kappa judge vs human "
+                                  "on the reviewed items (null: fewer than 2 or undefined)"),
+        "exact_agreement": Column(pl.Float64(), nullable=True, doc="share of identical labels on the reviewed items"),
+        "covered_share": Column(pl.Float64(), nullable=True, doc="share of the group's items in strata with reviews"),
+    },
+    key=("label", "group"),
+    enums={"label": frozenset({"correctness", "faithfulness", *STUDY_C_METRICS})},
+)
+
+
+def _review_sheet(judge: str, labels: Sequence[str]) -> Contract:
+    return Contract(
+        name=f"review_sheet_{judge}",
+        file=f"results/<dataset>/review/{judge}_sample.csv",
+        columns={
+            "item_id": Column(pl.String(), doc="<qid>|<policy>"),
+            "question": Column(pl.String(), doc="the question text"),
+            "answer": Column(pl.String(), doc="the judged answer"),
+            "references": Column(pl.String(), doc="reference answers, one '- item' line each ('' for none)"),
+            "evidence": Column(pl.String(), doc="the units shown with the answer, one '- item' line each ('' for "
+                               "closed_book)"),
+            **{f"human_{label}": Column(pl.String(), nullable=True, doc=f"to fill in: the reviewer's {label}")
+               for label in labels},
+            "notes": Column(pl.String(), nullable=True, doc="to fill in: free text"),
+        },
+        key=("item_id",),
+    )
+
+
+REVIEW_SHEETS = {"grounded": _review_sheet("grounded", ("correctness", "faithfulness")),  # 0–2 each
+                 "quality": _review_sheet("quality", STUDY_C_METRICS)}  # 0–5 each
+
+JUDGE_AGREEMENT = Contract(  # judging/validation.py agreement_table
+    name="judge_agreement",
+    file="results/<dataset>/judging/agreement.csv",
+    columns={
+        "reading": Column(pl.String(), doc="argmax | expected: the judge's correctness as written or "
+                          "probability-weighted"),
+        "measure": Column(pl.String(), doc="spearman | kappa (judge binarised at correctness > 1) | auroc | bias "
+                          "(correctness / 2 − reference mean)"),
+        "estimate": Column(pl.Float64(), nullable=True, doc="the measure against the reference label (null: "
+                           "undefined, e.g. a constant label)"),
+        "low": Column(pl.Float64(), nullable=True, doc="percentile bootstrap CI over groups (null: undefined)"),
+        "high": Column(pl.Float64(), nullable=True),
+        "n": Column(pl.Int64(), doc="judged answers"),
+        "n_groups": Column(pl.Int64(), doc="groups (papers / contexts) resampled"),
+        "distinct_scores": Column(pl.Int64(), doc="distinct judge values of this reading"),
+    },
+    key=("reading", "measure"),
+    enums={"reading": frozenset(JUDGE_SCORINGS), "measure": frozenset(AGREEMENT_MEASURES)},
+)
+
+PPI_REPLAY = Contract(  # judging/validation.py replay_table
+    name="ppi_replay",
+    file="results/<dataset>/judging/ppi_replay.csv",
+    columns={
+        "n": Column(pl.Int64(), doc="reviewed answers asked for (judging.validate.review_sizes)"),
+        "n_reviewed_mean": Column(pl.Float64(), doc="mean reviewed answers actually drawn per replay"),
+        "per_stratum": Column(pl.Int64(), doc="the smallest per-stratum draw giving at least n"),
+        "N": Column(pl.Int64(), doc="judged answers"),
+        "replays": Column(pl.Int64(), doc="seeded replays of the review draw"),
+        "reference_mean": Column(pl.Float64(), doc="the reference label's mean over all N answers: the target"),
+        **{column: spec for name, what in (("tuned", "PPI++ (power-tuned)"), ("plain", "PPI (λ = 1)"),
+                                           ("classical", "classical (reviewed labels only)"))
+           for column, spec in {
+               f"{name}_coverage": Column(pl.Float64(), doc=f"share of replays whose {what} interval covers the target"),
+               f"{name}_width": Column(pl.Float64(), doc=f"mean width of the {what} interval"),
+           }.items()},
+        "tuned_lambda_mean": Column(pl.Float64(), doc="mean λ̂ of PPI++"),
+        "naive_coverage": Column(pl.Float64(), doc="1 when the judge-only interval (mean ± z·sd/√N, 0–1) covers the "
+                                 "target, else 0"),
+        "naive_width": Column(pl.Float64(), doc="its width"),
+        "naive_mean": Column(pl.Float64(), doc="the judge's mean rescaled to 0–1"),
+    },
+    key=("n",),
+)
+
+# Every CSV report by name (metrics/summary.csv's contract depends on the measures: `metrics_summary_report`)
+REPORTS = {
+    contract.name: contract
+    for contract in (
+        ANSWER_SUMMARY, COMPARISONS, UTILITY_REPORT, ROUTER_THRESHOLDS, ROUTER_POLICIES, ROUTER_COMPARISONS,
+        STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL, STUDY_C_GOLD, STUDY_C_GAP,
+        STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(), JUDGE_AGREEMENT, PPI_REPLAY,
+    )
+}
+
+
+# --- The registry: every Parquet table's contract, by table name
 
 CONTRACTS = {
     contract.name: contract
@@ -663,7 +1066,6 @@ CONTRACTS = {
         FEATURES,
         OOF_SCORES, ROUTED,
         FRONTIERS, AUDIT,
-        COMPARISONS,
         COST_LEDGER, POLICY_COSTS, COST_FRONTIERS, REUSE_COSTS,
         STUDY_C_QUERIES, STUDY_C_RUNS, STUDY_C_ANSWERS,
     )

@@ -1,5 +1,5 @@
-"""Table I/O: a contract (the columns, types, nullability, enumerations and key of one Parquet table) and the
-reader and writers that check it. The contracts themselves are declared in `contracts.py`.
+"""Table I/O: a contract (the columns, types, nullability, enumerations and key of one Parquet table or CSV report)
+and the reader and writers that check it. The contracts themselves are declared in `contracts.py`.
 
 In:  a polars DataFrame (or rows as dicts) that a stage produced, and its contract.
 Out: the same data cast to the contract's column order and types, written atomically (`core/atomic.py`), so a
@@ -42,6 +42,7 @@ class Contract:
     columns: Mapping[str, Column]
     key: tuple[str, ...]
     enums: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    file: str = ""  # a CSV report's path pattern (results/<dataset>/...); "" for a Parquet table
 
     @property
     def schema(self) -> dict[str, pl.DataType]:
@@ -114,6 +115,15 @@ def write_table(table: pl.DataFrame, path: str | os.PathLike, contract: Contract
     """Conform `table` and write it as Parquet at `path` atomically; return the conformed table."""
     table = conform(table, contract)
     write_parquet_atomic(table, path)
+    return table
+
+
+def write_report(table: pl.DataFrame, path: str | os.PathLike, contract: Contract,
+                 float_precision: int | None = None) -> pl.DataFrame:
+    """Conform `table` and write it as a CSV report at `path` atomically; return the conformed table."""
+    table = conform(table, contract)
+    with atomic_file(path) as temporary:
+        table.write_csv(temporary, float_precision=float_precision)
     return table
 
 

@@ -130,6 +130,7 @@ COST_STAGES = frozenset({  # the ledger's stages (cost/ledger.py)
 })
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
 QUERY_TYPES = frozenset({"problem", "method"})  # Study C's synthetic queries
+AGREEMENT_MEASURES = ("spearman", "kappa", "auroc", "bias")  # the judge against its reference label (judging/validation.py)
 
 
 def enumerations() -> dict[str, tuple]:

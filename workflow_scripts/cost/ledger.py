@@ -160,4 +160,4 @@ def stage_totals(table: pl.DataFrame) -> pl.DataFrame:
     """Rows, seconds and money per (stage, component, basis): results/<dataset>/cost/stages.csv."""
     return table.group_by("stage", "component", "basis").agg(
         pl.len().alias("rows"), pl.col("seconds").sum(), summed("money"), pl.col("currency").drop_nulls().first(),
-    ).sort("stage", "component")
+    ).sort("stage", "component", "basis")

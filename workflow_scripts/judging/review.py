@@ -10,7 +10,7 @@ sample with the same `per_stratum` and `seed` and rejects a sheet with an item_i
 In:  a judgments table (item_id, the judge's label columns, the strata columns such as policy, and whatever the
      reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules build it
      from the policies' judgments, answers, runs, questions and units (`judged_items`), item_id "<qid>|<policy>".
-Out: `export_review` writes a CSV (item_id, the shown columns — a list of strings as one "- item" line per
+Out: `export_review` returns the review sheet (item_id, the shown columns — a list of strings as one "- item" line per
      element — one empty `human_<label>` column per label, and `notes`); `import_review` returns item_id +
      `human_<label>` (Int8, null = not reviewed); `agreement` returns, per label and group (e.g. policy, plus
      "all"), the judge–human agreement and corrected means, and one row per pair of policies "a − b" with the
@@ -64,9 +64,16 @@ from pathlib import Path
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import GENERATIONS, JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY, QUESTIONS, RUNS, UNITS
-from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.contracts import (
+    GENERATIONS,
+    JUDGMENTS_GROUNDED,
+    JUDGMENTS_QUALITY,
+    QUESTIONS,
+    REVIEW_SHEETS,
+    RUNS,
+    UNITS,
+)
+from workflow_scripts.core.tables import read_table, write_report
 from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference, ppi_mean
@@ -116,14 +123,13 @@ def _as_text(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 def export_review(
     judgments: pl.DataFrame,
-    path: Path,
     labels: Mapping[str, tuple[int, int]],
     stratify: Sequence[str],
     per_stratum: int,
     seed: int,
     show: Sequence[str],
-) -> pl.DataFrame:
-    """Write the review CSV for a stratified sample (judge labels hidden); return the sampled judgments."""
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The review sheet of a stratified sample (judge labels hidden), and the sampled judgments."""
     sample = review_sample(judgments, stratify, per_stratum, seed)
     sheet = sample.select(
         "item_id",
@@ -131,8 +137,7 @@ def export_review(
         *(pl.lit(None, dtype=pl.String).alias(f"{HUMAN_PREFIX}{label}") for label in labels),
         pl.lit(None, dtype=pl.String).alias("notes"),
     )
-    write_text_atomic(sheet.write_csv(), path)
-    return sample
+    return sheet, sample
 
 
 def import_review(path: Path, sample: pl.DataFrame, labels: Mapping[str, tuple[int, int]]) -> pl.DataFrame:
@@ -343,7 +348,8 @@ def scored_columns(judge: str, scoring: str = "expected") -> dict[str, str]:
 def export_sheet(judge: str, items: pl.DataFrame, path: Path, per_stratum: int, seed: int) -> pl.DataFrame:
     """Rule review_export's work for one judge: its blind review sheet at `path`; returns the sample drawn."""
     _, labels, level = JUDGES[judge]
-    sample = export_review(items, path, labels, ["policy", level], per_stratum, seed, SHOWN)
+    sheet, sample = export_review(items, labels, ["policy", level], per_stratum, seed, SHOWN)
+    write_report(sheet, path, REVIEW_SHEETS[judge])
     log.info("review %s: %d items to review in %s", judge, sample.height, path)
     return sample
 

@@ -32,12 +32,12 @@ import polars as pl
 from scipy.stats import norm, spearmanr
 
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import AGREEMENT_MEASURES
 from workflow_scripts.judging import ppi
 from workflow_scripts.judging.review import review_sample
 
 SCALE_HIGH = 2  # Study A correctness 0–2: rescaled to 0–1 by / 2; "correct" above the midpoint 1
 READINGS = ("argmax", "expected")
-MEASURES = ("spearman", "kappa", "auroc", "bias")
 STRATIFY = ("policy", "level")
 
 
@@ -94,7 +94,7 @@ def agreement_table(items: pl.DataFrame, resamples: int, seed: int, confidence: 
     rows = []
     for reading in READINGS:
         judge = items[reading].cast(pl.Float64).to_numpy()
-        for measure in MEASURES:
+        for measure in AGREEMENT_MEASURES:
             statistic = STATISTICS[measure]
             estimate = statistic(judge, reference)
             low, high = _group_bootstrap(statistic, judge, reference, groups, resamples, seed, confidence) \

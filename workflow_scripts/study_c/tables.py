@@ -37,7 +37,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import SCORE_BASES, STUDY_C_METRICS
+from workflow_scripts.core.contracts import SCORE_BASES, STUDY_C_METRICS, STUDY_C_PAIRED
+from workflow_scripts.core.tables import frame
 from workflow_scripts.cost.ledger import money_of
 from workflow_scripts.judging import judges
 from workflow_scripts.stats.paired import group_bootstrap, group_permutation_test, win_tie_loss
@@ -170,8 +171,7 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
                 row["p_permutation"] = group_permutation_test(scores - baseline, both["paper_id"].to_numpy(),
                                                               resamples, seed)
         rows.append(row)
-    return pl.DataFrame(rows, schema_overrides={name: pl.Float64 for name in (
-        "delta", "low", "high", "p_permutation", "win", "tie", "loss")})
+    return frame(rows, STUDY_C_PAIRED)
 
 
 def gold(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:

@@ -8,16 +8,17 @@ Out: results/<dataset>/answers/summary.csv and comparisons.csv (COMPARISONS).
 from typing import Any
 
 from workflow_scripts.answers import answering
-from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import ANSWER_SUMMARY, COMPARISONS
+from workflow_scripts.core.tables import write_report
 from workflow_scripts.core.runtime import run_job
 
 
 def main(smk: Any) -> None:
     policies = list(smk.params.policies)
     table = answering.policy_table(policies, smk.input.grounded, smk.input.quality, smk.params.scoring)
-    write_text_atomic(answering.summarize(table, policies).write_csv(float_precision=4), smk.output.summary)
+    write_report(answering.summarize(table, policies), smk.output.summary, ANSWER_SUMMARY, float_precision=4)
     paired = answering.comparisons(table, policies, smk.input.splits, smk.params.bootstrap, smk.params.seed)
-    write_text_atomic(paired.write_csv(float_precision=4), smk.output.comparisons)
+    write_report(paired, smk.output.comparisons, COMPARISONS, float_precision=4)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,8 @@ Out: results/<dataset>/cost/ledger.parquet (COST_LEDGER) and cost/stages.csv (ro
 import logging
 from typing import Any
 
-from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import COST_LEDGER, QUESTIONS
-from workflow_scripts.core.tables import read_table, write_table
+from workflow_scripts.core.contracts import COST_LEDGER, COST_STAGE_TOTALS, QUESTIONS
+from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.cost.ledger import ledger, stage_totals
 
@@ -20,7 +19,7 @@ def main(smk: Any) -> None:
     questions = read_table(smk.input.questions, QUESTIONS)
     table = write_table(ledger(smk.params.sources, questions, smk.wildcards.dataset), smk.output.ledger, COST_LEDGER)
     totals = stage_totals(table)
-    write_text_atomic(totals.write_csv(float_precision=4), smk.output.stages)
+    totals = write_report(totals, smk.output.stages, COST_STAGE_TOTALS, float_precision=4)
     log.info("ledger: %d rows; seconds by stage: %s", table.height, totals.select("stage", "component", "seconds").rows())
 
 

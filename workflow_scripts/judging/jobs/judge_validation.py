@@ -11,8 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import GENERATIONS, JUDGE_VALIDATION_ITEMS, JUDGMENTS_GROUNDED, QUESTIONS, SPLITS
-from workflow_scripts.core.tables import read_table, write_table
+from workflow_scripts.core.contracts import (
+    GENERATIONS,
+    JUDGE_AGREEMENT,
+    JUDGE_VALIDATION_ITEMS,
+    JUDGMENTS_GROUNDED,
+    PPI_REPLAY,
+    QUESTIONS,
+    SPLITS,
+)
+from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.judging import validation
 
@@ -28,8 +36,8 @@ def main(smk: Any) -> None:
     agreement = validation.agreement_table(items, boot["resamples"], settings["seed"], boot["confidence"])
     replay = validation.replay_table(items, settings["review_sizes"], settings["replays"], settings["seed"], "judge",
                                      boot["confidence"])
-    write_text_atomic(agreement.write_csv(float_precision=4), Path(smk.output.agreement))
-    write_text_atomic(replay.write_csv(float_precision=4), Path(smk.output.replay))
+    write_report(agreement, Path(smk.output.agreement), JUDGE_AGREEMENT, float_precision=4)
+    write_report(replay, Path(smk.output.replay), PPI_REPLAY, float_precision=4)
     write_table(items, smk.output.judged, JUDGE_VALIDATION_ITEMS)
     write_text_atomic(validation.report_text(smk.wildcards.dataset, agreement, replay, settings["reference"],
                                              smk.params.scoring), Path(smk.output.report))

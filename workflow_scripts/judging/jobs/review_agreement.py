@@ -9,8 +9,9 @@ Out: results/<dataset>/review/<judge>_agreement.csv.
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import REVIEW_AGREEMENT
 from workflow_scripts.core.runtime import run_job
+from workflow_scripts.core.tables import write_report
 from workflow_scripts.judging import review
 
 
@@ -20,7 +21,7 @@ def main(smk: Any) -> None:
                                 smk.params.runs, smk.input.units)
     table = review.judge_agreement(judge, items, Path(smk.input.reviewed), smk.params.per_stratum, smk.params.seed,
                                    smk.params.ppi_min_reviewed, smk.params.scoring)
-    write_text_atomic(table.write_csv(), Path(smk.output.agreement))
+    write_report(table, Path(smk.output.agreement), REVIEW_AGREEMENT)
 
 
 if __name__ == "__main__":

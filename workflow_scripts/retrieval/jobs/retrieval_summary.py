@@ -9,13 +9,15 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import metrics_summary_report
+from workflow_scripts.core.tables import write_report
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.retrieval.evaluate import markdown, summary_table
 
 
 def main(smk: Any) -> None:
     table = summary_table([pl.read_parquet(path) for path in smk.input], smk.params.by_split)
-    write_text_atomic(table.write_csv(float_precision=6), smk.output.csv)
+    write_report(table, smk.output.csv, metrics_summary_report(table.columns[2:-1]), float_precision=6)
     write_text_atomic(markdown(table), smk.output.markdown)
 
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, REUSE_COSTS
-from workflow_scripts.core.tables import write_table
+from workflow_scripts.core.tables import write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.cost.pricing import measured_costs
 from workflow_scripts.routing.costs import cost_frontiers, policy_costs, reuse_costs, router_families
@@ -27,11 +26,11 @@ def main(smk: Any) -> None:
     plan, costs = measured_costs(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
     families = router_families(list(smk.input.frozen))
     policies = write_table(policy_costs(plan, costs, heldout, families), smk.output.policies, POLICY_COSTS)
-    write_text_atomic(policies.write_csv(float_precision=6), smk.output.policies_csv)
+    write_report(policies, smk.output.policies_csv, POLICY_COSTS, float_precision=6)
     frontiers = cost_frontiers(plan, costs, routed, pl.read_parquet(smk.input.frontiers), families, smk.params.budgets)
     write_table(frontiers, smk.output.frontiers, COST_FRONTIERS)
     reuse = reuse_costs(plan, costs) if plan.base_is_arm else pl.DataFrame(schema=REUSE_COSTS.schema)
-    write_text_atomic(write_table(reuse, smk.output.reuse, REUSE_COSTS).write_csv(float_precision=6), smk.output.reuse_csv)
+    write_report(write_table(reuse, smk.output.reuse, REUSE_COSTS), smk.output.reuse_csv, REUSE_COSTS, float_precision=6)
     totals = policies.group_by("router", maintain_order=True).agg(pl.col("usage").first(), pl.col("seconds").sum())
     log.info("%s: mean seconds per held-out query by router: %s", smk.wildcards.pair, totals.rows())
 

@@ -10,8 +10,8 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import OOF_SCORES, SPLITS
-from workflow_scripts.core.tables import read_table, write_table
+from workflow_scripts.core.contracts import OOF_SCORES, ROUTER_THRESHOLDS, SPLITS
+from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -24,7 +24,7 @@ def main(smk: Any) -> None:
     for name, path in protocol.frozen_paths(smk.params.routers, smk.output.frozen).items():
         write_text_atomic(artifacts[name].decode("utf-8"), path)
     write_table(oof, smk.output.oof, OOF_SCORES)
-    write_text_atomic(sweeps.write_csv(float_precision=6), smk.output.thresholds)
+    write_report(sweeps, smk.output.thresholds, ROUTER_THRESHOLDS, float_precision=6)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import ROUTED, SPLITS
-from workflow_scripts.core.tables import read_table, write_table
+from workflow_scripts.core.contracts import ROUTED, ROUTER_COMPARISONS, ROUTER_POLICIES, SPLITS
+from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -25,8 +24,8 @@ def main(smk: Any) -> None:
         frozen, smk.params.routing,
     )
     write_table(routed, smk.output.routed, ROUTED)
-    write_text_atomic(policies.write_csv(float_precision=6), smk.output.policies)
-    write_text_atomic(comparisons.write_csv(float_precision=6), smk.output.comparisons)
+    write_report(policies, smk.output.policies, ROUTER_POLICIES, float_precision=6)
+    write_report(comparisons, smk.output.comparisons, ROUTER_COMPARISONS, float_precision=6)
 
 
 if __name__ == "__main__":

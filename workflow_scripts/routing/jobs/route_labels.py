@@ -6,9 +6,8 @@ Out: results/<dataset>/routing/<pair>/labels.parquet (LABELS) and utility.csv.
 
 from typing import Any
 
-from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import LABELS, SPLITS
-from workflow_scripts.core.tables import read_table, write_table
+from workflow_scripts.core.contracts import LABELS, SPLITS, UTILITY_REPORT
+from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.routing import protocol
 
@@ -20,7 +19,7 @@ def main(smk: Any) -> None:
     write_table(labels, smk.output.labels, LABELS)
     utility = protocol.utility_table(labels, read_table(smk.input.splits, SPLITS), smk.wildcards.dataset,
                                      smk.wildcards.pair, pair["measure"], model, unscorable)
-    write_text_atomic(utility.write_csv(float_precision=6), smk.output.utility)
+    utility = write_report(utility, smk.output.utility, UTILITY_REPORT, float_precision=6)
     protocol.log_labels(labels, utility, unscorable)
 
 

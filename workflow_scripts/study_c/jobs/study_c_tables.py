@@ -8,10 +8,26 @@ Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/tables.py).
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import JUDGMENTS_QUALITY, STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
-from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.contracts import (
+    JUDGMENTS_QUALITY,
+    STUDY_C_ANSWERS,
+    STUDY_C_COST,
+    STUDY_C_GAP,
+    STUDY_C_GOLD,
+    STUDY_C_PAIRED,
+    STUDY_C_PAIRED_RETRIEVAL,
+    STUDY_C_QUALITY,
+    STUDY_C_QUERIES,
+    STUDY_C_RETRIEVAL,
+    STUDY_C_RUNS,
+)
+from workflow_scripts.core.tables import read_table, write_report
 from workflow_scripts.core.runtime import run_job
 from workflow_scripts.study_c import tables
+
+
+CSV = {"quality": STUDY_C_QUALITY, "retrieval": STUDY_C_RETRIEVAL, "paired": STUDY_C_PAIRED,
+       "paired_retrieval": STUDY_C_PAIRED_RETRIEVAL, "gold": STUDY_C_GOLD, "gap": STUDY_C_GAP, "cost": STUDY_C_COST}
 
 
 def main(smk: Any) -> None:
@@ -24,7 +40,7 @@ def main(smk: Any) -> None:
         smk.params.prices,
     )
     for name, result in results.items():
-        write_text_atomic(result.write_csv(float_precision=4), smk.output[name])
+        write_report(result, smk.output[name], CSV[name], float_precision=4)
     write_text_atomic(tables.report(queries, strategies, results), smk.output.report)
 
 
