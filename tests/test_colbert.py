@@ -110,12 +110,14 @@ def test_plaid_index_and_search_a_real_corpus_sample(index, checkpoint, corpus):
 @pytest.mark.slow
 def test_index_is_reused_when_identical_and_rebuilt_when_settings_change(index, checkpoint, corpus):
     docids, texts = corpus
+    first = (index / "plaid" / "metadata.json").read_bytes()
     assert not colbert.build_index(texts, docids, checkpoint, index, SETTINGS, "cpu", EXTENSIONS)
     with pytest.raises(InputError, match="was built with"):
         colbert.Retriever(index, checkpoint, {**SETTINGS, "nbits": 1}, "cpu", EXTENSIONS)
     assert colbert.build_index(texts, docids, checkpoint, index, {**SETTINGS, "nbits": 1}, "cpu", EXTENSIONS)
     assert json.loads((index / "settings.json").read_text())["nbits"] == 1
     assert colbert.build_index(texts, docids, checkpoint, index, SETTINGS, "cpu", EXTENSIONS)  # back to 2 bits
+    assert (index / "plaid" / "metadata.json").read_bytes() == first, "a rebuild wrote other metadata (a timestamp?)"
 
 
 def test_a_missing_checkpoint_is_one_clear_error():

@@ -129,8 +129,9 @@ def index_settings(settings: Mapping[str, Any], checkpoint: Path, docids: Sequen
 def _run_config(folder: Path, device: str) -> Any:
     from colbert.infra import RunConfig
 
+    # name: ColBERT's default is the time of day, which it writes into the index's metadata.json and plan.json
     return RunConfig(nranks=1, gpus=1 if device == "cuda" else 0, avoid_fork_if_possible=True,
-                     root=str(folder / "runs"), experiment="colbert", index_root=str(folder))
+                     root=str(folder / "runs"), experiment="colbert", name="plaid", index_root=str(folder))
 
 
 def build_index(texts: Sequence[str], docids: Sequence[str], checkpoint: Path, folder: Path,
