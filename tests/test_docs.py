@@ -3,6 +3,8 @@ link and anchor between pages), the README's links resolve, every config snippet
 every documented Snakemake command plans its DAG, and the README's findings are the ones a fresh demo run writes."""
 
 import copy
+import importlib.util
+import os
 import re
 import shlex
 import subprocess
@@ -162,3 +164,60 @@ def test_readme_quotes_the_findings_a_fresh_demo_run_writes(demo_run):
     findings = summary[summary.index("## Findings"):summary.index("\n## demo")].splitlines()
     expected = [line for line in findings if line.startswith(("- Pair ", "- Judged "))]
     assert quoted == expected, "README.md's findings block differs from results/summary_demo.md: copy the lines over"
+
+
+def record_run_module():
+    spec = importlib.util.spec_from_file_location("record_run", PROJECT_ROOT / "benchmarks" / "record_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RECORDS = sorted((PROJECT_ROOT / "docs" / "measured").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", [path.name for path in RECORDS])
+def test_each_measured_record_names_a_commit_of_this_repository_and_a_config_that_exists(page):
+    """docs/measured/*.md are written by benchmarks/record_run.py from a run, never edited: each says which commit
+    and config produced it, and sits in the mkdocs nav."""
+    text = (PROJECT_ROOT / "docs" / "measured" / page).read_text()
+    assert record_run_module().HEADER in text, f"docs/measured/{page}: not written by benchmarks/record_run.py"
+    config, commit = re.search(r"^`([^`]+\.yaml)` \(sha256 `\w+`\) at commit `(\w+)`", text, re.MULTILINE).groups()
+    assert (PROJECT_ROOT / config).is_file(), f"docs/measured/{page}: its config {config} no longer exists"
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=PROJECT_ROOT, capture_output=True)
+    assert known.returncode == 0, f"docs/measured/{page}: commit {commit} is not in this repository's history"
+    assert f"measured/{page}" in (PROJECT_ROOT / "mkdocs.yml").read_text(), f"docs/measured/{page}: not in mkdocs.yml's nav"
+    size = float(re.search(r"`results/summary_\w+\.md` \(([\d.]+) KB\)", text).group(1))
+    assert size <= 40, f"docs/measured/{page}: the run's landing summary is {size} KB, over the 40 KB a reader can take"
+    span = re.search(r"jobs, ([\d.]+ min) from the first job's start", text).group(1)
+    assert f"[{span}](docs/measured/{page})" in README.read_text(), (
+        f"README.md: the study configs table should give {page}'s runtime as [{span}](docs/measured/{page})")
+
+
+def test_record_run_turns_a_finished_run_into_a_page(tmp_path):
+    module = record_run_module()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "toy.yaml").write_text("name: toy\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "toy"], cwd=tmp_path, check=True)
+    results = tmp_path / "results"
+    with pytest.raises(SystemExit, match="summary_toy.md does not exist"):
+        module.record("toy", results)
+    (results / "benchmarks" / "rule").mkdir(parents=True)
+    (results / "summary_toy.md").write_text(
+        "# ragfrontier results: toy\n\n## Findings\n\n- Pair `p`: rescues 2.\n\n## ds\n\n"
+        "Every table in full: [summary_toy/ds.md](summary_toy/ds.md).\n")
+    with pytest.raises(SystemExit, match="no Snakemake benchmark file"):
+        module.record("toy", results)
+    for name, seconds, end in (("a", 60.0, 1_000_000_060), ("b", 30.0, 1_000_000_300)):
+        path = results / "benchmarks" / "rule" / f"{name}.tsv"
+        path.write_text(f"s\th:m:s\n{seconds}\t0:00:00\n")
+        os.utime(path, (end, end))
+    page = module.record("toy", results)
+    assert "`experiments/toy.yaml` (sha256 `" in page and "2 jobs, 5.0 min from the first job's start" in page
+    assert "1.5 min of job time summed" in page and "with uncommitted changes" not in page
+    assert "results/summary_toy.md` (0.1 KB)" in page
+    assert "### Findings" in page and "- Pair `p`: rescues 2." in page
+    assert "`results/summary_toy/ds.md`" in page and "](summary_toy" not in page
