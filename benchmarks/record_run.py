@@ -9,7 +9,8 @@ Out: docs/measured/<name>.md: where and when it was measured (commit, the config
      The study pages link these records instead of copying numbers; tests/test_docs.py checks each record names a
      commit of this repository and a config that exists.
 
-Run it after a run of the config (the record is only as fresh as that run):
+Run it after a run of the config (the record is only as fresh as that run; `--commit` names the commit the run used
+when HEAD has moved on since, `--results` a results/ folder moved out of the checkout):
     .venv/bin/snakemake --cores all --configfile experiments/study_c_unarxive.yaml --replace-workflow-config
     .venv/bin/python benchmarks/record_run.py study_c_unarxive
 """
@@ -65,9 +66,12 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def record(name: str, results: Path) -> str:
-    """The record page's text for the run of `name` whose outputs are in `results`."""
+def record(name: str, results: Path, commit: str | None = None) -> str:
+    """The record page's text for the run of `name` whose outputs are in `results` (in a checkout, or moved out of
+    this one), made by `commit` (default: the checkout's HEAD, flagged when it has uncommitted changes)."""
     checkout = results.resolve().parent
+    if not (checkout / ".git").exists():
+        checkout = PROJECT_ROOT
     summary = results / f"summary_{name}.md"
     if not summary.exists():
         sys.exit(f"record_run: {summary} does not exist; run the `{name}` config to the end first")
@@ -75,8 +79,8 @@ def record(name: str, results: Path) -> str:
     if not config.exists():
         sys.exit(f"record_run: {config} does not exist; name a config of experiments/ (or demo)")
     span, job_seconds, jobs, ended = job_times(results)
-    commit = git(checkout, "rev-parse", "HEAD")
-    dirty = git(checkout, "status", "--porcelain", "--untracked-files=no")
+    dirty = "" if commit else git(checkout, "status", "--porcelain", "--untracked-files=no")
+    commit = git(checkout, "rev-parse", commit or "HEAD")
     body = summary.read_text().split("\n", 1)[1]  # drop the summary's own title
     body = DATASET_LINK.sub(lambda match: f"`results/{match.group(1)}`", body)
     body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)
@@ -94,10 +98,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the config's `name` (experiments/<name>.yaml; demo for config.yaml)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="the run's results/ folder")
+    parser.add_argument("--commit", help="the commit the run used, when HEAD has moved on since (default: HEAD)")
     arguments = parser.parse_args()
     RECORDS.mkdir(parents=True, exist_ok=True)
     target = RECORDS / f"{arguments.name}.md"
-    target.write_text(record(arguments.name, arguments.results))
+    target.write_text(record(arguments.name, arguments.results, arguments.commit))
     print(f"wrote {target.relative_to(PROJECT_ROOT)}")
 
 
