@@ -131,7 +131,7 @@ def summary_inputs(wildcards):
         if study_c_targets(dataset):  # the tables its findings read, and all of them in Markdown
             inputs += [
                 output_of("study_c_tables", key, dataset=dataset)
-                for key in ("paired_retrieval", "paired", "quality", "report")
+                for key in ("retrieval", "paired_retrieval", "paired", "quality", "report")
             ]
         if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
             inputs.append(output_of("judge_validation", "report", dataset=dataset))

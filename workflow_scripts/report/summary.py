@@ -114,6 +114,10 @@ TABLES = {
     "cost_frontiers.parquet": Table(
         "Cost: frontier points with measured cost", "Per router, frontier and budget: usage, accuracy, seconds, "
         "token-equivalents and money per held-out query.", ()),
+    "study_c/tables/retrieval.csv": Table(
+        "Study C: retrieval of the source paper", "Hit@1, Hit@3 and MRR@3 of the paper each query was written from, "
+        "per strategy and query type (judge-free).",
+        ("strategy", "query_type", "queries", "hit_at_1", "hit_at_3", "mrr_at_3")),
     "study_c/tables/paired.csv": Table(
         "Study C: judged overall vs classic", "Mean paired difference of the unconditional overall score (1–5), CI "
         "from a bootstrap over papers.", ()),
