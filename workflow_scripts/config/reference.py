@@ -111,9 +111,9 @@ def _contract_rows(contract: Contract) -> Iterator[str]:
                f"{_text(column.doc)} |")
 
 
-def _contract_section(name: str, contract: Contract, level: str) -> list[str]:
+def _contract_section(name: str, contract: Contract) -> list[str]:
     where = f"`{contract.file}`. " if contract.file else ""
-    return [f"{level} `{name}`", "", f"{where}Key: {', '.join(f'`{column}`' for column in contract.key) or '(none)'}.",
+    return [f"### `{name}`", "", f"{where}Key: {', '.join(f'`{column}`' for column in contract.key) or '(none)'}.",
             "", "| column | type | nulls | values | meaning |", "|---|---|---|---|---|", *_contract_rows(contract), ""]
 
 
@@ -127,13 +127,13 @@ def outputs_page(contracts: Mapping[str, Contract] = CONTRACTS, reports: Mapping
              "each Parquet table lies is in [Getting started](getting-started.md#what-the-default-experiment-computes); "
              "how to read the reports, in [Reading the results](results.md).", "", "## Parquet tables", ""]
     for name, contract in sorted(contracts.items()):
-        lines += _contract_section(name, contract, "###")
+        lines += _contract_section(name, contract)
     lines += ["## CSV reports", "",
               "What a reader opens, beside the Parquet tables (`policy_costs` and `reuse_costs` above are also "
               "written as `policy_costs.csv` and `reuse.csv`). The retrieval summary has one column per "
               "`evaluation.measures` entry, shown here as `<measure>`.", ""]
     for name, contract in sorted({**reports, "metrics_summary_report": metrics_summary_report(["<measure>"])}.items()):
-        lines += _contract_section(name, contract, "###")
+        lines += _contract_section(name, contract)
     return "\n".join(lines)
 
 

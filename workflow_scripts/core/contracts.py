@@ -781,7 +781,7 @@ ROUTER_COMPARISONS = Contract(  # routing/protocol.py heldout_tables: COMPARISON
 
 def metrics_summary_report(measures: Sequence[str]) -> Contract:
     """metrics/summary.csv (retrieval/evaluate.py summary_table): one column per measure, so its contract is built
-    from the measures the table holds (ir-measures' names, in sorted order)."""
+    from the measures the arms' summaries hold (ir-measures' names, in sorted order)."""
     return Contract(
         name="metrics_summary_report",
         file="results/<dataset>/metrics/summary.csv",

@@ -16,8 +16,10 @@ from workflow_scripts.retrieval.evaluate import markdown, summary_table
 
 
 def main(smk: Any) -> None:
-    table = summary_table([pl.read_parquet(path) for path in smk.input], smk.params.by_split)
-    write_report(table, smk.output.csv, metrics_summary_report(table.columns[2:-1]), float_precision=6)
+    summaries = [pl.read_parquet(path) for path in smk.input]
+    table = summary_table(summaries, smk.params.by_split)
+    measures = sorted(set().union(*(summary["measure"] for summary in summaries)))  # what the arms measured
+    write_report(table, smk.output.csv, metrics_summary_report(measures), float_precision=6)
     write_text_atomic(markdown(table), smk.output.markdown)
 
 
