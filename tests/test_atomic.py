@@ -61,3 +61,20 @@ def test_a_folder_built_twice_at_once_keeps_the_first_without_replace(tmp_path):
         (second / "config.json").write_text("second")
     assert (target / "config.json").read_text() == "second"  # the inner write finished first and won
     assert sorted(os.listdir(tmp_path)) == ["model"]  # the loser's folder is gone, nothing partial is left
+
+
+def test_files_and_folders_in_place_have_the_modes_plain_writes_give(tmp_path):
+    """mkstemp / mkdtemp create 0600 / 0700: in place, a file or folder has the umask's mode, as open() would give,
+    so a cluster group sharing results/ can read it."""
+    previous = os.umask(0o022)
+    try:
+        atomic.write_text_atomic("x", tmp_path / "file.txt")
+        with atomic.atomic_folder(tmp_path / "folder") as building:
+            (building / "inner").write_text("y")
+        os.umask(0o027)
+        atomic.write_text_atomic("x", tmp_path / "group.txt")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "file.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "folder").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "group.txt").stat().st_mode & 0o777 == 0o640

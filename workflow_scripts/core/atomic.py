@@ -26,6 +26,18 @@ def _partial_name(target: Path) -> str:
     return f".{target.name}."
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _as_created(path: Path, mode: int) -> None:
+    """Give `path` the mode a plain open() / mkdir() would (`mode` less the umask): mkstemp and mkdtemp create
+    0600 / 0700, which the rest of a shared cluster group could not read once the file is in place."""
+    os.chmod(path, mode & ~_umask())
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path` to write to; on success fsync it and rename it onto `path`; on any
@@ -38,6 +50,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         yield Path(temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
+        _as_created(Path(temporary), 0o666)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -57,6 +70,7 @@ def atomic_folder(path: str | os.PathLike, replace: bool = True) -> Iterator[Pat
     building = Path(tempfile.mkdtemp(prefix=_partial_name(target), suffix=PARTIAL_SUFFIX, dir=target.parent))
     try:
         yield building
+        _as_created(building, 0o777)
         if not replace:
             try:
                 os.rename(building, target)  # fails when another job put a (non-empty) folder there first
