@@ -3,7 +3,8 @@
 In:  two `results/` folders (e.g. a run of the tree before a change, in a git worktree, and one after).
 Out: one line per file that differs, is missing on one side or could not be compared, then a count; exit status 1
      when anything differs. Tables (Parquet, CSV) are compared as tables after dropping the measured-time columns
-     (`MEASURED`: names with "seconds", "latency" or "wall", or ending in "_s"), JSON files as values without
+     (`MEASURED`: names with "seconds", "latency" or "wall", or ending in "_s"); a table whose columns changed
+     names the added and removed ones and still compares the columns both sides have. JSON files as values without
      those keys; every other file byte for byte. Skipped: Lucene's segment files (`LUCENE`: each commit writes a
      random segment id; the index manifest and every ranking read from it are compared),
      logs, Snakemake benchmark files, caches, and files whose every byte depends on measured time (`TIMED`:
@@ -79,11 +80,18 @@ def difference(before: Path, after: Path, rtol: float = 0.0) -> str | None:
             left, right = table(before), table(after)
         except Exception as error:  # a file that is not a table after all: compare it as bytes
             return None if before.read_bytes() == after.read_bytes() else f"bytes differ ({error})"
-        if left.columns != right.columns:
-            return f"columns {left.columns} vs {right.columns}"
         if left.height != right.height:
             return f"{left.height} vs {right.height} rows"
-        return None if left.equals(right) else column_differences(left, right, rtol)
+        common = [name for name in left.columns if name in right.columns]
+        removed = [name for name in left.columns if name not in right.columns]
+        added = [name for name in right.columns if name not in left.columns]
+        left, right = left.select(common), right.select(common)
+        values = None if left.equals(right) else column_differences(left, right, rtol)
+        if not (removed or added):
+            return values
+        changed = "; ".join(f"{what} {', '.join(names)}" for what, names in (("removed", removed), ("added", added))
+                            if names)
+        return f"columns {changed}; common columns: {values or 'equal'}"
     if before.suffix == ".json":
         same = untimed(json.loads(before.read_text())) == untimed(json.loads(after.read_text()))
         return None if same else "values differ"
