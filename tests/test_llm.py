@@ -5,6 +5,8 @@ transformers backend end to end on SmolLM2-135M-Instruct."""
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ from typing import ClassVar
 
 import polars as pl
 import pytest
-from local_server import JsonHandler, serving
+from local_server import JsonHandler, left_after, process_group, serving
 
 from workflow_scripts.core.cache import read_cache
 from workflow_scripts.core.contracts import LLM_CACHE
@@ -286,6 +288,9 @@ sampling_params = types.SimpleNamespace(StructuredOutputsParams=_Structured)
 class LLM:
     def __init__(self, **kwargs):
         _record("init", kwargs)
+        if os.environ.get("FAKE_VLLM_ENGINE"):  # vLLM's engine process: a child in the worker's process group
+            import subprocess, sys
+            self.engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=4096))
 
     def generate(self, requests, params, use_tqdm):
@@ -364,6 +369,21 @@ def test_vllm_bad_setups_are_one_clear_error_each(fake_vllm, pytestconfig, tmp_p
     broken = llm.load_engine(spec, models)
     with pytest.raises(InputError, match=r"failed to start the model in .*unknown architecture.*GGUF model is converted"):
         llm.generate([_request("a", "Q?")], broken, tmp_path / "cache")
+
+
+def test_a_vllm_worker_killed_on_its_own_takes_its_engine_processes_with_it(fake_vllm, pytestconfig, monkeypatch):
+    """The OOM killer (or a user) SIGKILLs the worker: the job then fails with one message, and closing the backend
+    kills what vLLM left in the worker's process group instead of leaving it re-parented to init."""
+    spec, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_ENGINE", "1")
+    engine = llm.load_engine(spec, pytestconfig.cache.mkdir("ragfrontier-models"))
+    worker = engine.backend.worker
+    assert len(process_group(worker.pid)) == 2, "the worker and its engine process"
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    assert len(process_group(worker.pid)) == 1, "the engine process outlives its worker"
+    engine.backend.close()
+    assert not left_after(lambda: process_group(worker.pid))
 
 
 # ---- transformers end to end on SmolLM2 -----------------------------------------------------------------

@@ -193,17 +193,24 @@ class VllmBackend(ChatTemplateBackend):
         return json.loads(line)
 
     def close(self) -> None:
-        """End the worker: EOF on its stdin shuts vLLM down; one that has not ended within a minute is killed with
-        its process group (vLLM's engine processes). A job killed before this runs is covered by the worker's own
-        watchdog (`vllm_worker.die_with_parent`)."""
+        """End the worker: EOF on its stdin shuts vLLM down; then its process group (vLLM's engine processes) is
+        killed, which ends a worker that has not stopped within a minute and the engine processes of a worker that
+        died on its own (killed by the OOM killer or by hand: they would be re-parented to init and keep computing).
+        A job killed before this runs is covered by the worker's own watchdog (`vllm_worker.die_with_parent`)."""
         worker = vars(self).get("worker")
-        if worker is not None and worker.poll() is None:
+        if worker is None:
+            return
+        if worker.poll() is None:
             worker.stdin.close()
             try:
                 worker.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
+                pass
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group ended with the worker, as it should
+            pass
+        worker.wait()
 
     def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None) -> dict[str, Any]:
         """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=
