@@ -32,6 +32,7 @@ include: "rules/gather.smk"
 
 onstart:
     remove_partial_files()
+    record_run_provenance()
     start_model_servers()
 
 

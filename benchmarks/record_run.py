@@ -2,15 +2,19 @@
 
 In:  a study config's `name` (its file is `experiments/<name>.yaml`, or `config.yaml` for `demo`) and the
      `results/` folder of a finished run of it (default: ./results), inside the git checkout that ran it.
-Out: docs/measured/<name>.md: where and when it was measured (commit, the config's sha256, CPU cores, the span from
-     the first job's start to the last job's end and the summed job seconds, both from the run's Snakemake benchmark
-     files, so `results/` must hold this run alone), then the run's summary (`results/summary_<name>.md`: its generated findings and headline tables) as it
-     is (its size in KB: the landing page must stay readable), its headings one level down and its links to the per-dataset pages (which stay in results/) as code.
+Out: docs/measured/<name>.md: where and when it was measured (the commit the run used, from its provenance files
+     results/logs/runs/*.json, which the Snakefile writes per invocation; the config's sha256, CPU cores, the span
+     from the first job's start to the last job's end and the summed job seconds, both from the run's Snakemake
+     benchmark files, so `results/` must hold this run alone), then the run's summary (`results/summary_<name>.md`:
+     its generated findings and headline tables) as it is (its size in KB: the landing page must stay readable),
+     its headings one level down and its links to the per-dataset pages (which stay in results/) as code.
      The study pages link these records instead of copying numbers; tests/test_docs.py checks each record names a
-     commit of this repository and a config that exists.
+     commit of this repository and a config that exists. It stops when the run's invocations used different commits
+     or another version of the config (`--commit` picks the commit; a run older than the provenance files takes
+     HEAD, or `--commit`).
 
-Run it after a run of the config (the record is only as fresh as that run; `--commit` names the commit the run used
-when HEAD has moved on since, `--results` a results/ folder moved out of the checkout):
+Run it after a run of the config (the record is only as fresh as that run; `--results` names a results/ folder
+moved out of the checkout):
     .venv/bin/snakemake --cores all --configfile experiments/study_c_unarxive.yaml --replace-workflow-config
     .venv/bin/python benchmarks/record_run.py study_c_unarxive
 """
@@ -25,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
+
+from workflow_scripts.core.provenance import read_run_records
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 RECORDS = PROJECT_ROOT / "docs" / "measured"
@@ -62,6 +68,30 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
+def run_commit(checkout: Path, results: Path, config: Path, commit: str | None) -> tuple[str, bool]:
+    """(the full commit the run used, whether its tree had uncommitted changes): `commit` when given; else the one
+    the run's provenance files name (results/logs/runs/, one per invocation); else, for a run older than those
+    files, the checkout's HEAD. Stops when the run's invocations used different commits, ran outside a checkout,
+    or read another version of the config than the one to be recorded."""
+    runs = read_run_records(results)
+    wanted = hashlib.sha256(config.read_bytes()).hexdigest()
+    for run in runs:
+        for read in run["config_files"]:
+            if Path(read["path"]).name == config.name and read["sha256"] != wanted:
+                sys.exit(f"record_run: the run of {run['started']} read another version of {config.name} than "
+                         f"{config} now holds; record the run with the config it used")
+    if commit:
+        return git(checkout, "rev-parse", commit), False
+    if not runs:
+        print("record_run: results/ has no provenance (results/logs/runs/); taking the checkout's HEAD")
+        return git(checkout, "rev-parse", "HEAD"), bool(git(checkout, "status", "--porcelain", "--untracked-files=no"))
+    commits = sorted({run["commit"] for run in runs}, key=str)
+    if len(commits) > 1 or commits[0] is None:
+        sys.exit(f"record_run: the run's invocations used commits {commits} (null: not a git checkout); name the "
+                 f"one to record with --commit")
+    return git(checkout, "rev-parse", commits[0]), any(run["uncommitted"]["count"] for run in runs)
+
+
 def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
@@ -79,8 +109,7 @@ def record(name: str, results: Path, commit: str | None = None) -> str:
     if not config.exists():
         sys.exit(f"record_run: {config} does not exist; name a config of experiments/ (or demo)")
     span, job_seconds, jobs, ended = job_times(results)
-    dirty = "" if commit else git(checkout, "status", "--porcelain", "--untracked-files=no")
-    commit = git(checkout, "rev-parse", commit or "HEAD")
+    commit, dirty = run_commit(checkout, results, config, commit)
     body = summary.read_text().split("\n", 1)[1]  # drop the summary's own title
     body = DATASET_LINK.sub(lambda match: f"`results/{match.group(1)}`", body)
     body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)
@@ -98,7 +127,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the config's `name` (experiments/<name>.yaml; demo for config.yaml)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="the run's results/ folder")
-    parser.add_argument("--commit", help="the commit the run used, when HEAD has moved on since (default: HEAD)")
+    parser.add_argument("--commit", help="the commit the run used (default: the one its provenance files in "
+                                         "results/logs/runs/ name, or HEAD for a run older than those)")
     arguments = parser.parse_args()
     RECORDS.mkdir(parents=True, exist_ok=True)
     target = RECORDS / f"{arguments.name}.md"

@@ -39,6 +39,21 @@ def remove_partial_files():
     remove_partials("results")
 
 
+def record_run_provenance():
+    """Write which commit and config this invocation runs, and how many jobs, to results/logs/runs/ (the Snakefile's
+    onstart; a dry run writes nothing): workflow_scripts/core/provenance.py."""
+    from datetime import datetime, timezone
+
+    import snakemake
+    from workflow_scripts.core.provenance import run_record, write_run_record
+
+    jobs = len(list(workflow.dag.needrun_jobs()))
+    record = run_record(
+        workflow.basedir, config, workflow.configfiles, jobs, datetime.now(timezone.utc), snakemake.__version__
+    )
+    write_run_record(record)
+
+
 def start_model_servers():
     """One vLLM server for each `serve: true` LLM block (a generator or judge) that a job about to run uses, shared
     by all its jobs (workflow_scripts/llm/server.py); stopped by stop_model_servers. Runs in the Snakefile's onstart,

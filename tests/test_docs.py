@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from conftest import PROJECT_ROOT
 from workflow_helpers import SNAKEMAKE
 
 from workflow_scripts.config import reference
+from workflow_scripts.core import provenance
 from workflow_scripts.core.schema import load_schema, problem_lines
 from jsonschema import Draft202012Validator
 
@@ -225,3 +227,35 @@ def test_record_run_turns_a_finished_run_into_a_page(tmp_path):
     assert "with uncommitted changes" in module.record("toy", results)
     first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
     assert f"at commit `{first[:10]}`, finished" in module.record("toy", results, commit=first.strip())
+
+
+def test_record_run_takes_the_commit_from_the_runs_provenance(tmp_path):
+    """The Snakefile writes results/logs/runs/<started>.json per invocation (core/provenance.py): the record names
+    the commit the run used, not HEAD, and stops on a run that mixed commits or read another version of the config."""
+    module = record_run_module()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    config = tmp_path / "experiments" / "toy.yaml"
+    config.parent.mkdir()
+    config.write_text("name: toy\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "toy"], cwd=tmp_path, check=True)
+    ran = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "later.txt").write_text("a later commit\n")
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "later"], cwd=tmp_path, check=True)
+    results = tmp_path / "results"
+    (results / "benchmarks" / "rule").mkdir(parents=True)
+    (results / "benchmarks" / "rule" / "a.tsv").write_text("s\th:m:s\n60.0\t0:00:00\n")
+    (results / "summary_toy.md").write_text("# ragfrontier results: toy\n\n## Findings\n\n- none\n")
+    run = provenance.run_record(tmp_path, {"name": "toy"}, [str(config)], 1, datetime.now(timezone.utc), "9")
+    provenance.write_run_record(run | {"commit": ran}, results / "logs" / "runs")
+    assert f"at commit `{ran[:10]}`, finished" in module.record("toy", results)
+    config.write_text("name: toy  # edited after the run\n")
+    with pytest.raises(SystemExit, match="read another version of toy.yaml"):
+        module.record("toy", results)
+    config.write_text("name: toy\n")
+    provenance.write_run_record(run, results / "logs" / "runs")  # resumed on the later commit
+    with pytest.raises(SystemExit, match="used commits .* name the one to record with --commit"):
+        module.record("toy", results)
+    assert f"at commit `{ran[:10]}`, finished" in module.record("toy", results, commit=ran)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
+from workflow_scripts.core import provenance
 from workflow_scripts.core.contracts import CONTRACTS
 from workflow_scripts.core.tables import read_table
 
@@ -98,6 +99,18 @@ def test_demo_answers_and_judges_every_policy(finished_run):
 
 def test_second_run_has_nothing_to_do(finished_run):
     assert planned_jobs(finished_run) == {}
+
+
+def test_the_run_records_its_provenance_and_a_dry_run_does_not(finished_run, tmp_path):
+    """One provenance file per invocation that ran jobs (core/provenance.py): the demo's run ran all its jobs on the
+    config it names; the copy is not a git checkout, so its commit is unknown."""
+    runs = provenance.read_run_records(finished_run / "results")
+    assert len(runs) == 1, runs
+    (run,) = runs
+    assert run["config_name"] == "demo" and run["commit"] is None
+    assert run["jobs"] == sum(planned_jobs(make_workdir(tmp_path)).values())  # a fresh demo's whole plan
+    planned_jobs(finished_run)
+    assert len(provenance.read_run_records(finished_run / "results")) == 1
 
 
 def test_changing_the_split_seed_reruns_only_splits(finished_run):
