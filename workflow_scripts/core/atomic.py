@@ -27,6 +27,14 @@ def _partial_name(target: Path) -> str:
 
 
 def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status): setting it to read
+    it back would briefly give another thread's new files the wrong mode."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
