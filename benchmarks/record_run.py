@@ -68,8 +68,9 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def run_commit(checkout: Path, results: Path, config: Path, commit: str | None) -> tuple[str, bool]:
-    """(the full commit the run used, whether its tree had uncommitted changes): `commit` when given; else the one
+def run_commit(checkout: Path, results: Path, config: Path, commit: str | None) -> tuple[str, list[str]]:
+    """(the full commit the run used, the tracked files its tree had changed, none when clean): `commit` when given;
+    else the one
     the run's provenance files name (results/logs/runs/, one per invocation); else, for a run older than those
     files, the checkout's HEAD. Stops when the run's invocations used different commits, ran outside a checkout,
     or read another version of the config than the one to be recorded."""
@@ -81,15 +82,18 @@ def run_commit(checkout: Path, results: Path, config: Path, commit: str | None) 
                 sys.exit(f"record_run: the run of {run['started']} read another version of {config.name} than "
                          f"{config} now holds; record the run with the config it used")
     if commit:
-        return git(checkout, "rev-parse", commit), False
+        return git(checkout, "rev-parse", commit), []
     if not runs:
         print("record_run: results/ has no provenance (results/logs/runs/); taking the checkout's HEAD")
-        return git(checkout, "rev-parse", "HEAD"), bool(git(checkout, "status", "--porcelain", "--untracked-files=no"))
+        return git(checkout, "rev-parse", "HEAD"), git(checkout, "diff", "--name-only", "HEAD").splitlines()
     commits = sorted({run["commit"] for run in runs}, key=str)
     if len(commits) > 1 or commits[0] is None:
         sys.exit(f"record_run: the run's invocations used commits {commits} (null: not a git checkout); name the "
                  f"one to record with --commit")
-    return git(checkout, "rev-parse", commits[0]), any(run["uncommitted"]["count"] for run in runs)
+    changed = sorted({path for run in runs for path in run["uncommitted"]["files"]})
+    if any(run["uncommitted"]["count"] > len(run["uncommitted"]["files"]) for run in runs):
+        changed.append("more")
+    return git(checkout, "rev-parse", commits[0]), changed
 
 
 def minutes(seconds: float) -> str:
@@ -109,14 +113,15 @@ def record(name: str, results: Path, commit: str | None = None) -> str:
     if not config.exists():
         sys.exit(f"record_run: {config} does not exist; name a config of experiments/ (or demo)")
     span, job_seconds, jobs, ended = job_times(results)
-    commit, dirty = run_commit(checkout, results, config, commit)
+    commit, changed = run_commit(checkout, results, config, commit)
+    dirty = f" with uncommitted changes ({', '.join(changed)})" if changed else ""
     body = summary.read_text().split("\n", 1)[1]  # drop the summary's own title
     body = DATASET_LINK.sub(lambda match: f"`results/{match.group(1)}`", body)
     body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.MULTILINE)
     return "\n".join([
         f"# Measured: {name}", "", HEADER, "",
         f"`{config.relative_to(checkout)}` (sha256 `{hashlib.sha256(config.read_bytes()).hexdigest()[:12]}`) at commit "
-        f"`{commit[:10]}`{' with uncommitted changes' if dirty else ''}, finished {ended:%Y-%m-%d %H:%M} UTC on "
+        f"`{commit[:10]}`{dirty}, finished {ended:%Y-%m-%d %H:%M} UTC on "
         f"{os.cpu_count()} CPU cores ({cpu_model()}): {jobs} jobs, {minutes(span)} from the first job's start to the "
         f"last one's end, {minutes(job_seconds)} of job time summed (Snakemake benchmark files). What follows is the "
         f"run's `results/summary_{name}.md` ({summary.stat().st_size / 1000:.1f} KB), generated from its tables.", "",

@@ -224,7 +224,7 @@ def test_record_run_turns_a_finished_run_into_a_page(tmp_path):
     assert "### Findings" in page and "- Pair `p`: rescues 2." in page
     assert "`results/summary_toy/ds.md`" in page and "](summary_toy" not in page
     (tmp_path / "experiments" / "toy.yaml").write_text("name: toy  # edited after the run\n")
-    assert "with uncommitted changes" in module.record("toy", results)
+    assert "with uncommitted changes (experiments/toy.yaml)" in module.record("toy", results)
     first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
     assert f"at commit `{first[:10]}`, finished" in module.record("toy", results, commit=first.strip())
 
