@@ -69,10 +69,9 @@ def cpu_model() -> str:
 
 
 def run_commit(checkout: Path, results: Path, config: Path, commit: str | None) -> tuple[str, list[str]]:
-    """(the full commit the run used, the tracked files its tree had changed, none when clean): `commit` when given;
-    else the one
-    the run's provenance files name (results/logs/runs/, one per invocation); else, for a run older than those
-    files, the checkout's HEAD. Stops when the run's invocations used different commits, ran outside a checkout,
+    """(the full commit the run used, the tracked files its tree had changed: none when clean, "more" when the
+    provenance lists only some): `commit` when given; else the one the run's provenance files name
+    (results/logs/runs/, one per invocation); else, for a run older than those files, the checkout's HEAD. Stops when the run's invocations used different commits, ran outside a checkout,
     or read another version of the config than the one to be recorded."""
     runs = read_run_records(results)
     wanted = hashlib.sha256(config.read_bytes()).hexdigest()

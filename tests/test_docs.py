@@ -251,6 +251,10 @@ def test_record_run_takes_the_commit_from_the_runs_provenance(tmp_path):
     run = provenance.run_record(tmp_path, {"name": "toy"}, [str(config)], 1, datetime.now(timezone.utc), "9")
     provenance.write_run_record(run | {"commit": ran}, results / "logs" / "runs")
     assert f"at commit `{ran[:10]}`, finished" in module.record("toy", results)
+    resumed = {"count": 3, "files": ["rules/a.smk", "Snakefile"]}  # a second invocation, 3 files changed, 2 listed
+    provenance.write_run_record(run | {"commit": ran, "uncommitted": resumed}, results / "logs" / "runs")
+    assert (f"at commit `{ran[:10]}` with uncommitted changes (Snakefile, rules/a.smk, more), finished"
+            in module.record("toy", results))
     config.write_text("name: toy  # edited after the run\n")
     with pytest.raises(SystemExit, match="read another version of toy.yaml"):
         module.record("toy", results)
