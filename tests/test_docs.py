@@ -263,3 +263,46 @@ def test_record_run_takes_the_commit_from_the_runs_provenance(tmp_path):
     with pytest.raises(SystemExit, match="used commits .* name the one to record with --commit"):
         module.record("toy", results)
     assert f"at commit `{ran[:10]}`, finished" in module.record("toy", results, commit=ran)
+
+
+def record_bench_module():
+    spec = importlib.util.spec_from_file_location("record_bench", PROJECT_ROOT / "benchmarks" / "record_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH_RECORDS = sorted((PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", [path.name for path in BENCH_RECORDS])
+def test_each_benchmark_record_names_a_commit_of_this_repository_and_a_script_that_exists(page):
+    """docs/measured/bench/*.md are written by benchmarks/record_bench.py from a benchmark run, never edited: each
+    names the command and commit that produced it, and sits in the mkdocs nav."""
+    text = (PROJECT_ROOT / "docs" / "measured" / "bench" / page).read_text()
+    assert record_bench_module().HEADER in text, f"docs/measured/bench/{page}: not written by benchmarks/record_bench.py"
+    script, commit = re.search(r"^`\.venv/bin/python (benchmarks/\w+\.py)[^`]*` at commit `(\w+)`", text,
+                               re.MULTILINE).groups()
+    assert Path(script).stem == Path(page).stem, f"docs/measured/bench/{page}: records {script}, not {page}'s script"
+    assert (PROJECT_ROOT / script).is_file(), f"docs/measured/bench/{page}: its script {script} no longer exists"
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=PROJECT_ROOT, capture_output=True)
+    assert known.returncode == 0, f"docs/measured/bench/{page}: commit {commit} is not in this repository's history"
+    assert f"measured/bench/{page}" in (PROJECT_ROOT / "mkdocs.yml").read_text(), (
+        f"docs/measured/bench/{page}: not in mkdocs.yml's nav")
+
+
+def test_record_bench_records_a_scripts_report_and_nothing_when_it_fails(tmp_path, monkeypatch, capsys):
+    module = record_bench_module()
+    script = tmp_path / "bench_toy.py"
+    script.write_text("import sys\nprint('ratio 1.02')\nprint('progress', file=sys.stderr)\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    output, seconds, before = module.run(script, ["0"])
+    assert output == "ratio 1.02\n" and seconds > 0 and before.count(",") == 2
+    page = module.record(script, ["0"], output, seconds, before)
+    assert module.HEADER in page and "`.venv/bin/python benchmarks/bench_toy.py 0` at commit `" in page
+    assert "```text\nratio 1.02\n```" in page and "progress" not in page
+    with pytest.raises(SystemExit, match="bench_toy.py 3 exited with status 3; no record written"):
+        module.run(script, ["3"])
+    monkeypatch.setattr(sys, "argv", ["record_bench.py", "bench_nothing.py"])
+    with pytest.raises(SystemExit, match="is not a script of benchmarks/"):
+        module.main()
