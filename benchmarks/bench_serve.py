@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "serve")
     parser.add_argument("--rtol", type=float, default=0.0, help="passed to compare_results.py (0: exact)")
     args = parser.parse_args()
-    report = {"config": str(args.config)}
+    config = args.config.resolve()
+    report = {"config": str(config.relative_to(ROOT) if config.is_relative_to(ROOT) else config)}
     for mode, overlay in MODES.items():
         work = workdir(args.out / mode, args.config.resolve())
         report[mode] = run(work, overlay)

@@ -4,8 +4,9 @@ In:  a script of benchmarks/ (e.g. `bench_llm.py`) and its arguments, run in thi
 Out: docs/measured/bench/<script stem>.md: the command, the commit it ran at (and the tracked files that differed
      from it), the CPU and its cores, when it finished, its wall time and the load average before and after (the
      machine is shared: the scripts time ratios within one run for that reason), then the script's standard output
-     as it printed it. Standard error (progress bars, library warnings) is shown live, not recorded. A script that
-     fails writes no page, and the page is replaced in one step, so a killed run leaves the last record whole.
+     as it printed it, paths inside the checkout made relative to it. Standard error (progress bars, library
+     warnings) is shown live, not recorded. A script that fails writes no page, and the page is replaced in one
+     step, so a killed run leaves the last record whole.
      The docs link these pages instead of copying their numbers; tests/test_docs.py checks each names a commit of
      this repository and a script that exists.
 
@@ -44,9 +45,9 @@ def run(script: Path, arguments: list[str]) -> tuple[str, float, str]:
     before = load()
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, str(script), *arguments], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                               text=True)
+                               text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines = []
-    for line in process.stdout:  # shown as it comes: these scripts run for minutes
+    for line in process.stdout:  # shown as it comes (unbuffered): these scripts run for minutes
         sys.stdout.write(line)
         lines.append(line)
     if process.wait() != 0:
@@ -66,7 +67,7 @@ def record(script: Path, arguments: list[str], output: str, seconds: float, load
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPU cores ({cpu_model()}) in "
         f"{seconds / 60:.1f} min; load average (1, 5, 15 min) {load_before} before and {load()} after. What "
         f"follows is the script's report as it printed it.", "",
-        "```text", output.rstrip("\n"), "```", ""])
+        "```text", output.rstrip("\n").replace(f"{PROJECT_ROOT}/", ""), "```", ""])
 
 
 def main() -> None:

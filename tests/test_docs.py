@@ -289,18 +289,29 @@ def test_each_benchmark_record_names_a_commit_of_this_repository_and_a_script_th
     assert known.returncode == 0, f"docs/measured/bench/{page}: commit {commit} is not in this repository's history"
     assert f"measured/bench/{page}" in (PROJECT_ROOT / "mkdocs.yml").read_text(), (
         f"docs/measured/bench/{page}: not in mkdocs.yml's nav")
+    assert f"(measured/bench/{page})" in (PROJECT_ROOT / "docs" / "benchmarks.md").read_text(), (
+        f"docs/benchmarks.md: its Benchmarks list should link the record measured/bench/{page}")
+
+
+def test_every_benchmark_script_the_docs_name_exists():
+    """A renamed or removed script of benchmarks/ leaves no page telling a reader to run it."""
+    for path in [*DOCUMENTS, PROJECT_ROOT / "benchmarks" / "README.md"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for script in re.findall(r"benchmarks/(\w+\.py)", line):
+                assert (PROJECT_ROOT / "benchmarks" / script).is_file(), (
+                    f"{path.relative_to(PROJECT_ROOT)}:{number}: names benchmarks/{script}, which does not exist")
 
 
 def test_record_bench_records_a_scripts_report_and_nothing_when_it_fails(tmp_path, monkeypatch, capsys):
     module = record_bench_module()
     script = tmp_path / "bench_toy.py"
-    script.write_text("import sys\nprint('ratio 1.02')\nprint('progress', file=sys.stderr)\n"
-                      "sys.exit(int(sys.argv[1]))\n")
+    script.write_text(f"import sys\nprint('ratio 1.02, config {PROJECT_ROOT}/config.yaml')\n"
+                      "print('progress', file=sys.stderr)\nsys.exit(int(sys.argv[1]))\n")
     output, seconds, before = module.run(script, ["0"])
-    assert output == "ratio 1.02\n" and seconds > 0 and before.count(",") == 2
+    assert output == f"ratio 1.02, config {PROJECT_ROOT}/config.yaml\n" and seconds > 0 and before.count(",") == 2
     page = module.record(script, ["0"], output, seconds, before)
     assert module.HEADER in page and "`.venv/bin/python benchmarks/bench_toy.py 0` at commit `" in page
-    assert "```text\nratio 1.02\n```" in page and "progress" not in page
+    assert "```text\nratio 1.02, config config.yaml\n```" in page and "progress" not in page
     with pytest.raises(SystemExit, match="bench_toy.py 3 exited with status 3; no record written"):
         module.run(script, ["3"])
     monkeypatch.setattr(sys, "argv", ["record_bench.py", "bench_nothing.py"])
