@@ -13,7 +13,7 @@ strings. Unit vectors: 384 floats per unit from default_rng([SEED, i // 4096]) (
 encoder stand-in hands them to the `embed_units` job in the order it asks (so the measured job is the rule's own code
 around the model, and the model's constant memory is left out).
 
-Stages (each its own child process, calling the rule's function through `core.runtime.run_job` like Snakemake's
+Stages (each its own child process, calling the rule's function through `jobs.runtime.run_job` like Snakemake's
 script directive, on Parquet files written by an untimed preparation child):
 - embed_units:         the `embed_units` job, unsharded, empty embedding cache;
 - embed_units_gather:  the gather of unit and question vectors from 4 shards (the shard files are the unsharded
@@ -141,7 +141,7 @@ def prepare(work: Path, size: int, queries: int) -> None:
 
 def run_stage(stage: str, work: Path, size: int, threads: int) -> dict[str, Any]:
     """Run one stage in this (child) process."""
-    from workflow_scripts.core.runtime import run_job
+    from workflow_scripts.jobs.runtime import run_job
 
     files = paths(work, size)
     out = files["out"] / stage

@@ -41,7 +41,7 @@ copies and prints both).
 
 Stages, each in its own child process (peak RSS = that process's VmHWM, read from /proc/self/status at its end: the
 JVM and torch live in it, so Java heap and native memory count), each calling the pipeline rule's own function on
-Parquet files, through `core.runtime.run_job` as Snakemake's script directive does, with OMP/BLAS threads = --threads
+Parquet files, through `jobs.runtime.run_job` as Snakemake's script directive does, with OMP/BLAS threads = --threads
 in the environment as Snakemake sets them. "seconds" = that function's wall time (imports and interpreter start
 excluded); "CPU" = its CPU seconds (time.process_time: user + system over all the process's threads, the JVM's and
 OpenMP's included), fitted too, as a check that load from other processes on a shared machine moves far less than
@@ -509,7 +509,7 @@ CPU_SECONDS = [0.0]  # CPU seconds (user + system, all threads: the JVM's and Op
 def run_rule(function: Callable[[Any], None], smk: Any) -> float:
     """Run a stage function as Snakemake's script directive does (`run_job`); return its wall seconds (its CPU
     seconds are added to CPU_SECONDS)."""
-    from workflow_scripts.core.runtime import run_job
+    from workflow_scripts.jobs.runtime import run_job
 
     began, cpu = time.perf_counter(), time.process_time()
     run_job(function, smk)
@@ -628,7 +628,7 @@ def stage_embed(args: argparse.Namespace, paths: Paths) -> dict[str, Any]:
     from workflow_scripts.core import models
     from workflow_scripts.core.contracts import UNITS
     from workflow_scripts.core.tables import read_table
-    from workflow_scripts.core.runtime import limit_threads
+    from workflow_scripts.jobs.runtime import limit_threads
     from workflow_scripts.retrieval import dense
     from workflow_scripts.retrieval.unit_text import unit_texts
 
@@ -790,7 +790,7 @@ def prepare_vectors(args: argparse.Namespace) -> dict[str, Any]:
     from workflow_scripts.core import models
     from workflow_scripts.core.cache import content_key, read_cache
     from workflow_scripts.core.contracts import EMBEDDING_CACHE
-    from workflow_scripts.core.runtime import limit_threads
+    from workflow_scripts.jobs.runtime import limit_threads
     from workflow_scripts.retrieval import dense
 
     limit_threads(args.threads)

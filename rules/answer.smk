@@ -8,7 +8,7 @@ rule generate_answers:
     input:
         unpack(answer_inputs),
     output:
-        answers=sharded("generate_answers", "results/{dataset}/answers/{policy}.parquet"),
+        answers=sharded("generate_answers", "results/{dataset}/answers/{policy}.parquet", contracts.GENERATIONS),
     log:
         sharded("generate_answers", "results/logs/generate_answers/{dataset}_{policy}.log"),
     benchmark:
@@ -31,8 +31,12 @@ rule judge_answers:
         unpack(answer_inputs),
         answers=unsharded(rules.generate_answers.output.answers),
     output:
-        grounded=sharded("judge_answers", "results/{dataset}/judgments/{policy}_grounded.parquet"),
-        quality=sharded("judge_answers", "results/{dataset}/judgments/{policy}_quality.parquet"),
+        grounded=sharded(
+            "judge_answers", "results/{dataset}/judgments/{policy}_grounded.parquet", contracts.JUDGMENTS_GROUNDED
+        ),
+        quality=sharded(
+            "judge_answers", "results/{dataset}/judgments/{policy}_quality.parquet", contracts.JUDGMENTS_QUALITY
+        ),
     log:
         sharded("judge_answers", "results/logs/judge_answers/{dataset}_{policy}.log"),
     benchmark:

@@ -11,7 +11,9 @@ from workflow_scripts.config.validate import validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
 from workflow_scripts.core.vocabulary import is_closed_book_pair
+from workflow_scripts.core import contracts
 from workflow_scripts.core.shards import GATHER_RULE_SUFFIX, shard_names
+from workflow_scripts.jobs.gather import InOrderOf
 
 try:
     validate_config(config)
@@ -26,7 +28,7 @@ MODEL_CACHE = "results/cache/models"
 EMBEDDING_CACHE = "results/cache/embeddings"
 RERANK_CACHE = "results/cache/rerank"
 # Threads of a job that runs a model, an LLM or FAISS (Snakemake lowers it to --cores; the SLURM profile asks for
-# that many CPUs per task). Torch, OpenMP and BLAS get it through core/runtime.limit_threads.
+# that many CPUs per task). Torch, OpenMP and BLAS get it through jobs/runtime.limit_threads.
 MODEL_THREADS = 2
 
 
@@ -121,9 +123,15 @@ def shard_count(stage):
     return config["shards"].get(stage, 1)
 
 
-def sharded(stage, path):
+GATHERED = {}  # stage → {output path: the contract its gather joins the shards through}, filled by `sharded`
+
+
+def sharded(stage, path, table=None):
     """Where a job of `stage` writes `path` (an output, log or benchmark): `path` itself, or, sharded, the file
-    `<path without suffix>.shards/{shard}<suffix>` of each shard."""
+    `<path without suffix>.shards/{shard}<suffix>` of each shard. `table`: an output table's contract, whose row
+    order its gather restores, or `InOrderOf(contract, input, column)` for rows in an input table's order."""
+    if table is not None:
+        GATHERED.setdefault(stage, {})[path] = table
     if shard_count(stage) == 1:
         return path
     stem, suffix = os.path.splitext(path)
@@ -135,56 +143,29 @@ def unsharded(path):
     return str(path).replace(".shards/{shard}", "")
 
 
-# Each shardable stage's gather: the script it runs (the stage's own) and each output's contract and row order
-# (core/shards.gather); rules/gather.smk defines `<stage>_gather` for the stages config `shards` splits.
-GATHERS = {
-    "embed_units": (
-        "../workflow_scripts/retrieval/jobs/embed_units.py",
-        {
-            "vectors": {"contract": "unit_vectors", "as_in": "units", "column": "unit_id"},
-            "questions": {"contract": "question_vectors", "as_in": "questions", "column": "qid"},
-        },
-    ),
-    "rerank": (
-        "../workflow_scripts/retrieval/jobs/rerank.py",
-        {"scores": {"contract": "rerank_scores", "by": ["qid", "unit_id"]}},
-    ),
-    "generate_answers": (
-        "../workflow_scripts/answers/jobs/generate_answers.py",
-        {"answers": {"contract": "generations", "by": ["request_id"]}},
-    ),
-    "judge_answers": (
-        "../workflow_scripts/answers/jobs/judge_answers.py",
-        {
-            "grounded": {"contract": "judgments_grounded", "by": ["item_id"]},
-            "quality": {"contract": "judgments_quality", "by": ["item_id"]},
-        },
-    ),
-    "study_c_queries": (
-        "../workflow_scripts/study_c/jobs/study_c_queries.py",
-        {"queries": {"contract": "study_c_queries", "by": ["qid"]}},
-    ),
-    "study_c_strategy": (
-        "../workflow_scripts/study_c/jobs/study_c_strategy.py",
-        {
-            "run": {"contract": "study_c_runs", "by": ["qid", "rank"]},
-            "answers": {"contract": "study_c_answers", "by": ["qid"]},
-        },
-    ),
-    "study_c_judge": (
-        "../workflow_scripts/study_c/jobs/study_c_judge.py",
-        {"judgments": {"contract": "judgments_quality", "by": ["item_id"]}},
-    ),
-}
+def gathered_tables(stage):
+    """Output key → contract (or InOrderOf) of each table `<stage>_gather` joins (workflow_scripts/jobs/gather.py)."""
+    tables = GATHERED.get(stage, {})
+    outputs = getattr(rules, stage).output.items()
+    return {key: tables[unsharded(path)] for key, path in outputs if unsharded(path) in tables}
 
 
-def gather_inputs(stage, tables):
-    """The input function of `<stage>_gather`: every shard's outputs (named `<key>__<i>`) and the reference tables
-    the orders name."""
+def gather_script(stage):
+    """The job module of `<stage>_gather`: `<stage>_gather.py` beside the stage's own job module when the stage's
+    gather does more than join tables, else the generic gather job."""
+    own = str(getattr(rules, stage).rule.script).replace(f"/{stage}.py", f"/{stage}{GATHER_RULE_SUFFIX}.py")
+    return own if os.path.exists(os.path.join(workflow.basedir, "rules", own)) else "../workflow_scripts/jobs/gather.py"
+
+
+def gather_inputs(stage):
+    """The input function of `<stage>_gather`: every shard's outputs (named `<key>__<i>`) and the input tables
+    whose order an output follows."""
     work = getattr(rules, stage)
     names = shard_names(shard_count(stage))
     outputs = dict(work.output.items())
-    references = {order["as_in"]: work.input[order["as_in"]] for order in tables.values() if "as_in" in order}
+    references = {
+        spec.input: work.input[spec.input] for spec in gathered_tables(stage).values() if hasattr(spec, "input")
+    }
 
     def shard_inputs(wildcards):
         paths = {

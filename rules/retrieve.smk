@@ -27,8 +27,16 @@ rule embed_units:
         units=rules.ingest.output.units,
         questions=rules.ingest.output.questions,
     output:
-        vectors=sharded("embed_units", "results/{dataset}/dense/unit_vectors.parquet"),
-        questions=sharded("embed_units", "results/{dataset}/dense/question_vectors.parquet"),
+        vectors=sharded(
+            "embed_units",
+            "results/{dataset}/dense/unit_vectors.parquet",
+            InOrderOf(contracts.UNIT_VECTORS, "units", "unit_id"),
+        ),
+        questions=sharded(
+            "embed_units",
+            "results/{dataset}/dense/question_vectors.parquet",
+            InOrderOf(contracts.QUESTION_VECTORS, "questions", "qid"),
+        ),
     log:
         sharded("embed_units", "results/logs/embed_units/{dataset}.log"),
     benchmark:
@@ -104,7 +112,7 @@ rule rerank:
     input:
         unpack(rerank_inputs),
     output:
-        scores=sharded("rerank", "results/{dataset}/rerank/{reranker}.parquet"),
+        scores=sharded("rerank", "results/{dataset}/rerank/{reranker}.parquet", contracts.RERANK_SCORES),
     log:
         sharded("rerank", "results/logs/rerank/{dataset}_{reranker}.log"),
     benchmark:

@@ -15,7 +15,7 @@ if "study_c" in config:
             units=rules.ingest.output.units,
             report=rules.ingest.output.report,
         output:
-            queries=sharded("study_c_queries", "results/{dataset}/study_c/queries.parquet"),
+            queries=sharded("study_c_queries", "results/{dataset}/study_c/queries.parquet", contracts.STUDY_C_QUERIES),
             report=sharded("study_c_queries", "results/{dataset}/study_c/queries_report.json"),
         log:
             sharded("study_c_queries", "results/logs/study_c_queries/{dataset}.log"),
@@ -69,8 +69,10 @@ if "study_c" in config:
         input:
             unpack(study_c_strategy_inputs),
         output:
-            run=sharded("study_c_strategy", "results/{dataset}/study_c/runs/{strategy}.parquet"),
-            answers=sharded("study_c_strategy", "results/{dataset}/study_c/answers/{strategy}.parquet"),
+            run=sharded("study_c_strategy", "results/{dataset}/study_c/runs/{strategy}.parquet", contracts.STUDY_C_RUNS),
+            answers=sharded(
+                "study_c_strategy", "results/{dataset}/study_c/answers/{strategy}.parquet", contracts.STUDY_C_ANSWERS
+            ),
         log:
             sharded("study_c_strategy", "results/logs/study_c_strategy/{dataset}_{strategy}.log"),
         benchmark:
@@ -95,7 +97,9 @@ if "study_c" in config:
             queries=unsharded(rules.study_c_queries.output.queries),
             answers=unsharded(rules.study_c_strategy.output.answers),
         output:
-            judgments=sharded("study_c_judge", "results/{dataset}/study_c/judgments/{strategy}.parquet"),
+            judgments=sharded(
+                "study_c_judge", "results/{dataset}/study_c/judgments/{strategy}.parquet", contracts.JUDGMENTS_QUALITY
+            ),
         log:
             sharded("study_c_judge", "results/logs/study_c_judge/{dataset}_{strategy}.log"),
         benchmark:

@@ -13,7 +13,7 @@ from conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "workflow_scripts"
 STAGES = {"config", "core", "stats", "ingest", "retrieval", "llm", "judging", "answers", "routing", "cost", "report",
-          "study_c"}
+          "study_c", "jobs"}  # `jobs`: the job layer's runtime and generic gather, above every library package
 
 
 def module_name(path: Path) -> str:
@@ -178,7 +178,10 @@ def test_rules_are_formatted_by_snakefmt():
     assert process.returncode == 0, f"run `.venv/bin/snakefmt Snakefile rules`:\n{process.stderr[-2000:]}"
 
 
-JOB_RUNNER = "workflow_scripts.core.runtime"  # run_job: logging, threads and one-line errors around a job's main
+def is_job_module(name: str) -> bool:
+    """A module of the job layer: a rule's job module (`<stage>/jobs/*.py`) or the job runtime and generic gather
+    (`workflow_scripts.jobs`). Everything else is library code."""
+    return ".jobs." in name or name.startswith("workflow_scripts.jobs")
 
 
 def sees_the_job(path: Path) -> bool:
@@ -188,13 +191,68 @@ def sees_the_job(path: Path) -> bool:
         isinstance(node, ast.arg) and node.arg == "smk" for node in nodes)
 
 
-def test_only_the_rules_job_modules_see_the_snakemake_object():
-    seeing = {name for name, path in MODULES.items() if sees_the_job(path) and ".jobs." not in name}
-    assert seeing - {JOB_RUNNER} == set(), "library code must take plain values; read the job in jobs/"
+def test_only_job_modules_see_the_snakemake_object():
+    seeing = {name for name, path in MODULES.items() if sees_the_job(path) and not is_job_module(name)}
+    assert seeing == set(), "library code must take plain values; read the job in a jobs/ module"
     for name, path in MODULES.items():
-        if ".jobs." in name:  # a jobs package itself is named "...jobs", without the dot after
+        if re.fullmatch(r"workflow_scripts\.\w+\.jobs\.\w+", name) and not name.startswith("workflow_scripts.jobs"):
             text = path.read_text()
-            assert "run_job(main, snakemake" in text and "smk.rule" not in text, f"{name}: one rule, one main"
+            assert "run_job(main, snakemake)" in text and "smk.rule" not in text, f"{name}: one rule, one main"
+
+
+def test_no_library_module_imports_the_job_layer():
+    """The job layer sits on top: library packages never import a job module, the runtime or the gather."""
+    upward = {name: sorted(target for target in targets if is_job_module(target))
+              for name, targets in GRAPH.items() if not is_job_module(name)}
+    assert {name: targets for name, targets in upward.items() if targets} == {}
+
+
+def rule_names() -> set[str]:
+    """Every rule the rules files define by name (`rule X:`), and each sharded stage's `<stage>_gather`."""
+    names = {match.group(1) for smk in (PROJECT_ROOT / "rules").rglob("*.smk")
+             for match in re.finditer(r"^\s*rule (\w+):", smk.read_text(), flags=re.MULTILINE)}
+    return names | {f"{name}_gather" for name in names}
+
+
+def string_constants(path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module's code (docstrings aside), with their line numbers; the name of a table's
+    contract (`name=`, which may be the name of the rule that writes it) aside too."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(node.body[0].value) for node in ast.walk(tree)
+               if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+               and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    skipped |= {id(keyword.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                for keyword in node.keywords if keyword.arg == "name"}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped]
+
+
+def config_keys() -> set[str]:
+    """Every key the config schema defines, at any depth (`splits`, `rerank`, `generate_questions` are config keys
+    as well as rule names), but those of `shards`, which are the shardable stages' rule names."""
+    import yaml
+
+    def keys(node) -> set[str]:
+        if isinstance(node, dict):
+            properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+            found = set(properties)
+            return found | {key for name, value in node.items() for key in keys(value)
+                            if not (node is properties and name == "shards")}
+        return {key for value in node for key in keys(value)} if isinstance(node, list) else set()
+
+    return keys(yaml.safe_load(next(PACKAGE.rglob("config.schema.yaml")).read_text()))
+
+
+def test_no_rule_name_is_spelled_outside_the_rules_and_job_modules():
+    """Library code dispatches on what a stage declares (a cost source's kind, a table's contract), never on the
+    name of the rule that ran it: a new stage is wired in the rules alone. Messages may name a rule to rerun
+    (an f-string's text: `rule X`, `rerun X`); a bare constant equal to a rule's name may not, unless it is also
+    a config key."""
+    names = rule_names() - config_keys()
+    assert {"retrieve_bm25", "generate_answers", "run_arm", "route_features"} <= names
+    spelled = [f"{path.relative_to(PROJECT_ROOT)}:{line} {value!r}" for name, path in MODULES.items()
+               if not is_job_module(name) for line, value in string_constants(path) if value in names]
+    assert spelled == []
 
 
 # ParquetSink streams the units table in batches that UnitBatches conforms to UNITS first (ingest/stage.py)

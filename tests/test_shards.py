@@ -18,12 +18,13 @@ from llm_fakes import WordTokenBackend
 from tiny_demo import DATASET, UNBATCHED, differences, reference_run, shard, tiny_workdir
 from workflow_helpers import make_workdir, planned_jobs, snakemake
 
-from workflow_scripts.core import runtime, shards, tables
+from workflow_scripts.core import shards, tables
 from workflow_scripts.core.cache import read_cache
 from workflow_scripts.core.contracts import GENERATIONS, LLM_CACHE, STUDY_C_QUERIES, UNIT_VECTORS
 from workflow_scripts.core.tables import frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import engine as llm
+from workflow_scripts.jobs import gather, runtime
 from workflow_scripts.study_c import synthetic
 
 
@@ -49,7 +50,6 @@ def test_the_shard_wildcard_names_the_stage_and_the_shard():
     assert runtime.shard_of(job("rerank")) is None
     assert shards.parse_shard("rerank", "2-of-5") == shards.Shard("rerank", 2, 5)
     assert shards.shard_names(3) == ["0-of-3", "1-of-3", "2-of-3"]
-    assert runtime.is_gather(job("rerank_gather", tables={})) and not runtime.is_gather(job("rerank", "0-of-2"))
 
 
 def test_more_shards_than_items_is_an_error_naming_the_stage():
@@ -83,26 +83,39 @@ def generations(ids):
                   for qid in ids], GENERATIONS)
 
 
-def test_the_gather_restores_the_unsharded_order_and_refuses_a_missing_shard(tmp_path):
+class Files(dict):
+    """Snakemake's named input / output lists: keys(), [name] and .name."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_gather_restores_the_contracts_row_order_and_refuses_a_missing_shard(tmp_path):
     ids = [f"q{i:02d}" for i in range(20)]
     whole = tmp_path / "whole.parquet"
     write_table(generations(ids), whole, GENERATIONS)
-    inputs = {}
+    inputs = Files()
     for index in range(3):
         mine = [qid for qid in ids if shards.bucket(qid, 3) == index]
         inputs[f"answers__{index}"] = str(tmp_path / f"{index}-of-3.parquet")
         write_table(generations(mine[::-1]), inputs[f"answers__{index}"], GENERATIONS)  # any order within a shard
     gathered = tmp_path / "gathered.parquet"
-    tables = {"answers": {"contract": "generations", "by": ["request_id"]}}
-    parts = [Path(inputs[f"answers__{index}"]) for index in range(3)]
-    shards.gather(tables, {"answers": parts}, inputs, {"answers": str(gathered)})
+    smk = SimpleNamespace(rule="generate_answers_gather", input=inputs, output=Files(answers=str(gathered)))
+    gather.gather_tables(smk, {"answers": GENERATIONS})
     assert gathered.read_bytes() == whole.read_bytes()
-    parts[1].unlink()
+    Path(inputs["answers__1"]).unlink()
     gathered.unlink()
     with pytest.raises(InputError, match=r"shard output\(s\) \[.*1-of-3.parquet'\] missing; rerun the `generate_answers` job"):
-        shards.gather(tables, {"answers": shards.checked_parts(parts, "generate_answers_gather")}, inputs,
-                      {"answers": str(gathered)})
+        gather.gather_tables(smk, {"answers": GENERATIONS})
     assert not gathered.exists()
+
+
+def test_a_contracts_row_order_is_its_key_unless_it_names_another():
+    from workflow_scripts.core.contracts import STUDY_C_RUNS
+
+    assert GENERATIONS.row_order == GENERATIONS.key == ("request_id",)
+    assert STUDY_C_RUNS.row_order == ("qid", "rank") != STUDY_C_RUNS.key
+    # a gather's params hold contracts and Snakemake compares params by their repr: no set order may show in it
+    assert "frozenset" not in repr(GENERATIONS) and GENERATIONS.enums
 
 
 @pytest.mark.parametrize("group_rows", [7, 20_000])

@@ -637,6 +637,7 @@ STUDY_C_RUNS = Contract(
         "score": Column(pl.Float64(), doc="the score the final order follows (cosine, MaxSim, RRF or listwise rank)"),
     },
     key=("qid", "docid"),
+    order=("qid", "rank"),
 )
 
 STUDY_C_ANSWERS = Contract(

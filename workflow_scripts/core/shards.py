@@ -1,8 +1,9 @@
-"""Shards: which items a job of a sharded stage owns, and the gather that joins the stage's shards into one table.
+"""Shards: which items a job of a sharded stage owns, and how its shards' tables join into one.
 
 In:  config `shards` (stage → count) through the `shard` wildcard of a sharded stage's job ("<i>-of-<n>");
      the ids of the stage's items (units and questions, questions, sampled papers or queries); for the gather
-     job, every shard's tables and, per output, the order the unsharded job writes its rows in (`params.tables`).
+     (jobs/gather.py), every shard's table of one output and its contract, whose row order the unsharded job writes
+     (`gathered`), or the input table whose order it follows (`gather_in_order`).
 Out: the items a shard owns: those whose id hashes to it (blake2b of the UTF-8 id, so every machine and Python
      agree, and an item stays in its shard whatever else the corpus holds), read a batch at a time
      (`owned_batches`) where the table is the corpus; the gathered tables, rows in the unsharded job's order and
@@ -17,25 +18,21 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from workflow_scripts.core.contracts import CONTRACTS
 from workflow_scripts.core.tables import (
     Contract,
     GROUP_ROWS,
     TableWriter,
     frame,
     open_parquet,
-    read_table,
     table_batches,
     table_rows,
-    write_table,
 )
 from workflow_scripts.core.errors import InputError
 
@@ -115,10 +112,9 @@ def checked_parts(paths: Sequence[Path], rule: str) -> list[Path]:
     return list(paths)
 
 
-def gathered(parts: Sequence[Path], contract: Contract, by: Sequence[str]) -> pl.DataFrame:
-    """The shards' rows as one table sorted by the `by` columns (the unsharded job's order)."""
-    table = pl.concat([read_table(path, contract) for path in parts], how="vertical")
-    return table.sort(list(by), maintain_order=True)
+def gathered(parts: Sequence[pl.DataFrame], contract: Contract) -> pl.DataFrame:
+    """The shards' rows as one table in the unsharded job's order (the contract's `row_order`)."""
+    return pl.concat(parts, how="vertical").sort(list(contract.row_order), maintain_order=True)
 
 
 def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, reference: Path, output: Path) -> None:
@@ -156,15 +152,3 @@ def gather_in_order(parts: Sequence[Path], contract: Contract, column: str, refe
                  if buffers[shard].height or next(readers[shard], None) is not None]
         if extra:  # (raised inside the writer's block: no table is written)
             raise InputError(f"{extra} hold rows whose ids are not in {reference}; rerun their shard jobs")
-
-
-def gather(tables: Mapping[str, Mapping[str, Any]], parts: Mapping[str, Sequence[Path]],
-           inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
-    """A sharded stage's gather: each output in `tables` ({contract, by | as_in + column}) is its shard files'
-    (`parts`) rows in the unsharded order, written through its contract; `as_in` names an input table."""
-    for key, order in tables.items():
-        contract = CONTRACTS[order["contract"]]
-        if "as_in" in order:
-            gather_in_order(parts[key], contract, order["column"], Path(inputs[order["as_in"]]), Path(outputs[key]))
-        else:
-            write_table(gathered(parts[key], contract, order["by"]), outputs[key], contract)

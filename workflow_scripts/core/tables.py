@@ -43,10 +43,20 @@ class Contract:
     key: tuple[str, ...]
     enums: Mapping[str, frozenset[str]] = field(default_factory=dict)
     file: str = ""  # a CSV report's path pattern (results/<dataset>/...); "" for a Parquet table
+    order: tuple[str, ...] = ()  # the columns its writer sorts its rows by, when not its key
 
     @property
     def schema(self) -> dict[str, pl.DataType]:
         return {name: column.dtype for name, column in self.columns.items()}
+
+    @property
+    def row_order(self) -> tuple[str, ...]:
+        """The columns the table's rows are sorted by: `order`, else the key (a sharded stage's gather restores it)."""
+        return self.order or self.key
+
+    def __repr__(self) -> str:
+        """Stable across processes (a rule's params are compared by their repr; a frozenset's order is not)."""
+        return f"Contract({self.name!r}, columns={list(self.columns)}, key={self.key}, order={self.row_order})"
 
     def select(self, *names: str) -> Contract:
         """The contract of some of the columns (the key checked when all its columns are among them)."""
@@ -55,7 +65,8 @@ class Contract:
             raise ValueError(f"table '{self.name}' has no columns {unknown}")
         return Contract(self.name, {name: self.columns[name] for name in names},
                         self.key if set(self.key) <= set(names) else (),
-                        {name: allowed for name, allowed in self.enums.items() if name in names})
+                        {name: allowed for name, allowed in self.enums.items() if name in names}, self.file,
+                        self.order if set(self.order) <= set(names) else ())
 
 
 def frame(rows: Iterable[Mapping], contract: Contract) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from typing import Any
 from workflow_scripts.answers import answering
 from workflow_scripts.core.contracts import ANSWER_SUMMARY, COMPARISONS
 from workflow_scripts.core.tables import write_report
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 
 
 def main(smk: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from workflow_scripts.answers import answering
 from workflow_scripts.core.contracts import GENERATIONS
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 

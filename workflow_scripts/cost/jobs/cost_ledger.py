@@ -9,7 +9,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import COST_LEDGER, COST_STAGE_TOTALS, QUESTIONS
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.cost.ledger import ledger, stage_totals
 
 log = logging.getLogger("ragfrontier.cost")

@@ -11,7 +11,7 @@ from typing import Any
 from workflow_scripts.core.atomic import write_json_atomic
 from workflow_scripts.core.contracts import GENERATED_QUESTIONS
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.ingest.questions import generate_questions
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates

@@ -8,7 +8,7 @@ import json
 import logging
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.ingest.stage import ingest_dataset
 
 log = logging.getLogger("ragfrontier.ingest")

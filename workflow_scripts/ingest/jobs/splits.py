@@ -11,7 +11,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import QUESTIONS, SPLITS
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.ingest.splits import make_splits
 
 log = logging.getLogger("ragfrontier.splits")

@@ -21,7 +21,7 @@ from workflow_scripts.core.contracts import (
     SPLITS,
 )
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.judging import validation
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.contracts import REVIEW_AGREEMENT
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.core.tables import write_report
 from workflow_scripts.judging import review
 

@@ -8,7 +8,7 @@ Out: results/<dataset>/review/grounded_sample.csv and quality_sample.csv.
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.judging import review
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import AUDIT, COST_FRONTIERS, FRONTIERS, POLICY_COSTS, ROUTED
 from workflow_scripts.core.tables import read_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.report import figures
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.report import figures
 
 

@@ -12,7 +12,7 @@ Out: results/summary_<name>.md (config `name`, one per study config): generated 
 from typing import Any
 
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.report.summary import dataset_text, findings_rst, summary_text
 
 

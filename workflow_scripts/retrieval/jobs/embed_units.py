@@ -7,7 +7,7 @@ Out: results/<dataset>/dense/unit_vectors.parquet (UNIT_VECTORS) and question_ve
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.retrieval.dense import embed_units
 
 

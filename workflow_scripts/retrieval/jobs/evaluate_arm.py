@@ -8,7 +8,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import METRICS, METRICS_SUMMARY, QRELS, RUNS, SPLITS
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.evaluate import evaluate_arm
 
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.bm25 import build_index
 
 log = logging.getLogger("ragfrontier.bm25")

@@ -7,7 +7,7 @@ Out: results/<dataset>/index/dense.faiss.
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.dense import index_dense
 
 

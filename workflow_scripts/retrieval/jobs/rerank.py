@@ -11,7 +11,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import RANKING, RERANK_SCORES
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.retrieval.rerank import rerank
 
 

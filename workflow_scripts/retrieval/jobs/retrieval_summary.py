@@ -11,7 +11,7 @@ import polars as pl
 from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import metrics_summary_report
 from workflow_scripts.core.tables import write_report
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.evaluate import markdown, summary_table
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import QUESTIONS, RANKING
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.bm25 import check_index, engine_settings, search
 
 log = logging.getLogger("ragfrontier.bm25")

@@ -9,7 +9,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import RANKING
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.dense import retrieve_dense
 
 

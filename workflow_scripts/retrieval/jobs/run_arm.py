@@ -11,7 +11,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import RANKING, RUNS
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.arms import candidates, final_run, first_stages, write_trec
 
 log = logging.getLogger("ragfrontier.arms")

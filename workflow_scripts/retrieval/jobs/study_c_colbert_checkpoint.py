@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core import models
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.colbert import build_untrained_checkpoint
 
 

@@ -7,7 +7,7 @@ Out: results/<dataset>/study_c/colbert_index/.
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.retrieval.colbert import checkpoint_for, index_units
 
 

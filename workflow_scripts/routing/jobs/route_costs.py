@@ -12,7 +12,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, REUSE_COSTS
 from workflow_scripts.core.tables import write_report, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.cost.pricing import measured_costs
 from workflow_scripts.routing.costs import cost_frontiers, policy_costs, reuse_costs, router_families
 

@@ -10,7 +10,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import AUDIT, FRONTIERS
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing import protocol
 
 

@@ -12,7 +12,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import ROUTED, ROUTER_COMPARISONS, ROUTER_POLICIES, SPLITS
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing import protocol
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import LABELS, SPLITS, UTILITY_REPORT
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing import protocol
 
 

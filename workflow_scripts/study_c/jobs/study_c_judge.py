@@ -10,7 +10,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import JUDGMENTS_QUALITY, STUDY_C_ANSWERS, STUDY_C_QUERIES
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.core.shards import own_rows
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm

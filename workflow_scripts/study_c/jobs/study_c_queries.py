@@ -1,22 +1,21 @@
 """Rule study_c_queries (per dataset, or per shard of it): a problem and a method query per sampled paper
-(study_c/synthetic.py); its gather also merges the shards' reports.
+(study_c/synthetic.py); a sharded stage's gather is study_c_queries_gather.py.
 
 In:  the units and the ingest report; params: study_c.papers, study_c.seed, the generator block, prompt overrides,
      the LLM and model caches.
 Out: results/<dataset>/study_c/queries.parquet (STUDY_C_QUERIES) and its JSON report.
 """
 
-import json
 from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.atomic import write_json_atomic
 from workflow_scripts.core.contracts import STUDY_C_QUERIES
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.core.runtime import gather_job, run_job, shard_of, shard_paths
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.study_c.synthetic import merged_reports, synthetic_queries
+from workflow_scripts.study_c.synthetic import synthetic_queries
 
 
 def main(smk: Any) -> None:
@@ -28,12 +27,5 @@ def main(smk: Any) -> None:
     write_json_atomic(report, smk.output.report)
 
 
-def gather(smk: Any) -> None:
-    """The gather of a sharded study_c_queries: the queries table through core/shards, the reports merged."""
-    gather_job(smk)
-    reports = [json.loads(path.read_text()) for path in shard_paths(smk, "report")]
-    write_json_atomic(merged_reports(reports), smk.output.report)
-
-
 if __name__ == "__main__":
-    run_job(main, snakemake, gather)  # noqa: F821 — injected by Snakemake's script directive
+    run_job(main, snakemake)  # noqa: F821 — injected by Snakemake's script directive

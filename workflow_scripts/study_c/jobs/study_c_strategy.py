@@ -13,7 +13,7 @@ from typing import Any
 
 from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_QUERIES, STUDY_C_RUNS
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.core.runtime import run_job, shard_of
+from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.study_c.strategies import Context, UnitTexts, own_queries, retriever_for, strategy_tables

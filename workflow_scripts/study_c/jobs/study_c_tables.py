@@ -22,7 +22,7 @@ from workflow_scripts.core.contracts import (
     STUDY_C_RUNS,
 )
 from workflow_scripts.core.tables import read_table, write_report
-from workflow_scripts.core.runtime import run_job
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.study_c import tables
 
 

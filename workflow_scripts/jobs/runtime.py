@@ -1,7 +1,8 @@
-"""How a stage module runs as a Snakemake job: log to the job's log file, turn user errors into one clear line.
+"""How a job module runs as a Snakemake job: log to the job's log file, keep to the job's threads, turn user errors
+into one clear line. The job layer's own module: no library package imports it.
 
-In:  the `snakemake` object that Snakemake's `script:` directive injects, and the stage's `main(snakemake)`.
-Out: the stage's outputs; on an `InputError` the job fails with exit status 1 after logging
+In:  the `snakemake` object that Snakemake's `script:` directive injects, and the job module's `main(snakemake)`.
+Out: the job's outputs; on an `InputError` the job fails with exit status 1 after logging
      "ragfrontier: ERROR: <message>" (to stderr and the job's log) — no library traceback as the only message.
 """
 
@@ -11,11 +12,10 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.shards import Shard, checked_parts, gather, parse_shard
+from workflow_scripts.core.shards import Shard, parse_shard
 
 FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STDERR_FORMAT = "ragfrontier: %(levelname)s: %(message)s"
@@ -47,33 +47,12 @@ def shard_of(smk: Any) -> Shard | None:
     return parse_shard(smk.rule, dict(smk.wildcards.items()).get("shard"))
 
 
-def is_gather(smk: Any) -> bool:
-    """Whether the job is a sharded stage's gather (it alone gets `params.tables`)."""
-    return "tables" in dict(smk.params.items())
-
-
-def shard_paths(smk: Any, key: str) -> list[Path]:
-    """The gather job's shard files of output `key` (inputs `<key>__<i>`), in shard order, all present."""
-    names = sorted((name for name in smk.input.keys() if name.startswith(f"{key}__")),
-                   key=lambda name: int(name.rsplit("__", 1)[1]))
-    return checked_parts([Path(smk.input[name]) for name in names], smk.rule)
-
-
-def gather_job(smk: Any) -> None:
-    """The gather job of a stage whose outputs are all contract tables (core/shards.gather)."""
-    tables = smk.params.tables
-    gather(tables, {key: shard_paths(smk, key) for key in tables},
-           dict(smk.input.items()), dict(smk.output.items()))
-
-
-def run_job(main: Callable[[Any], None], smk: Any, gather_main: Callable[[Any], None] | None = None) -> None:
-    """Run `main(smk)` as a Snakemake job with logging set up and user errors reported in one line; a sharded
-    stage's gather job runs `gather_main(smk)` instead (default: `gather_job`, for stages whose outputs are all
-    contract tables)."""
+def run_job(main: Callable[[Any], None], smk: Any) -> None:
+    """Run `main(smk)` as a Snakemake job with logging set up and user errors reported in one line."""
     configure_logging(smk.log[0] if smk.log else None)
     limit_threads(smk.threads)
     try:
-        (gather_main or gather_job)(smk) if is_gather(smk) else main(smk)
+        main(smk)
     except InputError as error:
         logging.getLogger("ragfrontier").error("%s", error)
         sys.exit(1)
