@@ -178,6 +178,32 @@ def gather_inputs(stage):
     return shard_inputs
 
 
+def cost_source(stage, kind, component, outputs, **wildcards):
+    """A stage instance the cost ledger prices (workflow_scripts/cost/ledger.py), as the stage's inputs file declares
+    it: its kind (vocabulary.COST_KINDS: how its rows are priced), the stage (its rule's name) and component it is
+    recorded under, the output tables the ledger reads and its benchmark files (a sharded stage's shards and
+    gather)."""
+    return {
+        "stage": stage,
+        "kind": kind,
+        "component": component,
+        "tables": [output_of(stage, key, **wildcards) for key in outputs],
+        "benchmarks": benchmarks_of(stage, **wildcards),
+    }
+
+
+# The ledger's name of each stage a routing policy consists of (workflow_scripts/cost/pricing.py prices a policy
+# from these entries of the ledger): a first-stage search per method, reranking, an arm's run, a pair's features
+# and a policy's answers.
+PRICED_STAGES = {
+    "first_stage": {"bm25": "retrieve_bm25", "dense": "retrieve_dense"},
+    "rerank": "rerank",
+    "arm": "run_arm",
+    "features": "route_features",
+    "answers": "generate_answers",
+}
+
+
 def subset(block, keys):
     """The entries of a config block a job reads (a rule's params get only these, so editing any other key of
     the block does not rerun it)."""

@@ -19,6 +19,8 @@ ARMS = {
     "hybrid": {"first_stage": "hybrid", "candidates": 2, "rerank": "ce", "keep": 1, "scope": "group", "rrf_k": 60, "fusion_depth": 3},
 }
 PRICES = {"prompt_token": 1.0, "completion_token": 4.0, "retrieval_call": 50.0, "rerank_pair": 100.0}
+STAGES = {"first_stage": {"bm25": "retrieve_bm25", "dense": "retrieve_dense"}, "rerank": "rerank", "arm": "run_arm",
+          "features": "route_features", "answers": "generate_answers"}  # as the rules name them (PRICED_STAGES)
 
 
 def bench(path, seconds):
@@ -54,16 +56,16 @@ def study_a(tmp_path):
         pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / f"run_{arm}.parquet")
     pl.DataFrame({"qid": QIDS, "top1_cos": [0.1] * 4}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_dense", "component": "group", "tables": [dense], "benchmarks": [bench(tmp_path / "d.tsv", 8.0)]},
-        {"stage": "retrieve_bm25", "component": "group", "tables": [bm25], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
-        {"stage": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmarks": [bench(tmp_path / "r.tsv", 24.0)]},
-        *({"stage": "run_arm", "component": arm, "tables": [str(tmp_path / f"run_{arm}.parquet")],
+        {"stage": "retrieve_dense", "kind": "retrieval", "component": "group", "tables": [dense], "benchmarks": [bench(tmp_path / "d.tsv", 8.0)]},
+        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [bm25], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "rerank", "kind": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmarks": [bench(tmp_path / "r.tsv", 24.0)]},
+        *({"stage": "run_arm", "kind": "table", "component": arm, "tables": [str(tmp_path / f"run_{arm}.parquet")],
            "benchmarks": [bench(tmp_path / f"a_{arm}.tsv", 2.0)]} for arm in ARMS),
-        {"stage": "route_features", "component": "keep_vs_hybrid", "tables": [str(tmp_path / "features.parquet")],
+        {"stage": "route_features", "kind": "table", "component": "keep_vs_hybrid", "tables": [str(tmp_path / "features.parquet")],
          "benchmarks": [bench(tmp_path / "f.tsv", 1.0)]},
-        {"stage": "generate_answers", "component": "keep", "device": "ignored: rows say",
+        {"stage": "generate_answers", "kind": "generation", "component": "keep", "device": "ignored: rows say",
          "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gk.tsv", 9.0)]},
-        {"stage": "generate_answers", "component": "hybrid",
+        {"stage": "generate_answers", "kind": "generation", "component": "hybrid",
          "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gh.tsv", 20.0)]},
     ]
     questions = pl.DataFrame({"qid": QIDS})
@@ -109,11 +111,11 @@ def routed(triggered):
 def costs_for(study_a):
     table = pricing.priced(cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo"), PRICES)
     sets = pricing.candidate_sets(ARMS, ["keep", "hybrid"], {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]})
-    return pricing.Costs(table, pl.Series(QIDS), sets)
+    return pricing.Costs(table, pl.Series(QIDS), sets, STAGES["rerank"])
 
 
 def test_hybrid_trigger_reusing_keep_pays_bm25_new_pairs_and_fusion_only(study_a):
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     reuse = route_costs.reuse_costs(plan, costs_for(study_a))
     by_mode = reuse.group_by("mode").agg(pl.col("seconds").sum(), pl.col("rerank_pairs").sum()).sort("mode")
     # reuse: bm25 1 s + 1 new pair × 2 s + fusion 0.5 s; recompute: bm25 1 + dense 2 + 2 pairs × 2 + fusion 0.5
@@ -122,7 +124,7 @@ def test_hybrid_trigger_reusing_keep_pays_bm25_new_pairs_and_fusion_only(study_a
 
 
 def test_policy_cost_splits_pre_decision_and_trigger_cost(study_a):
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     families = {"ridge": frozenset({"base_arm"}), "never": frozenset()}
     table = route_costs.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False], "never": [False] * 4}), families)
     seconds = {(row["router"], row["component"]): row["seconds"] for row in table.iter_rows(named=True)}
@@ -141,19 +143,19 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "run.parquet")
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_bm25", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
-        {"stage": "run_arm", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "a.tsv", 0.0)]},
-        {"stage": "route_features", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmarks": [bench(tmp_path / "f.tsv", 0.4)]},
-        {"stage": "generate_answers", "component": "closed_book",
+        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "run_arm", "kind": "table", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "a.tsv", 0.0)]},
+        {"stage": "route_features", "kind": "table", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmarks": [bench(tmp_path / "f.tsv", 0.4)]},
+        {"stage": "generate_answers", "kind": "generation", "component": "closed_book",
          "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "benchmarks": [bench(tmp_path / "g1.tsv", 9.0)]},
-        {"stage": "generate_answers", "component": "bm25",
+        {"stage": "generate_answers", "kind": "generation", "component": "bm25",
          "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmarks": [bench(tmp_path / "g2.tsv", 9.0)]},
     ]
     table = pricing.priced(cost_ledger.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
-    plan = pricing.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True)
+    plan = pricing.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True, stages=STAGES)
     families = {"entropy": frozenset({"uncertainty"}), "query": frozenset({"query_only"})}
     fires = [True, False, True, False]
-    policies = route_costs.policy_costs(plan, pricing.Costs(table, pl.Series(QIDS), {}), routed({"entropy": fires, "query": fires}), families)
+    policies = route_costs.policy_costs(plan, pricing.Costs(table, pl.Series(QIDS), {}, STAGES["rerank"]), routed({"entropy": fires, "query": fires}), families)
     totals = policies.group_by("router").agg(pl.col("usage").first(), pl.col("seconds").sum(), pl.col("token_equivalents").sum()).sort("router")
     assert totals["usage"].to_list() == [0.5, 0.5]
     # entropy: closed-book answer always (2) + half × (retrieval 1 + answer 5) + features 0.1 = 5.1
@@ -165,13 +167,13 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
 def test_route_costs_name_the_fix_when_a_policy_was_not_answered(study_a):
     sources = [source for source in study_a["sources"] if source["component"] != "hybrid" or source["stage"] != "generate_answers"]
     table = pricing.priced(cost_ledger.ledger(sources, study_a["questions"], "demo"), PRICES)
-    costs = pricing.Costs(table, pl.Series(QIDS), {})
+    costs = pricing.Costs(table, pl.Series(QIDS), {}, STAGES["rerank"])
     with pytest.raises(InputError, match="no measured 'generate_answers' cost for 'hybrid'.*generation.policies"):
-        costs.total([("stage", "generate_answers", "hybrid")])
+        costs.total(pricing.PairPlan("p", {"base": "keep", "alternative": "hybrid"}, ARMS, True, STAGES).trigger_generation())
 
 
 def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     table = routed({"ridge": [True, True, False, False]})
     scored = pl.concat([table, table.with_columns(pl.lit("calibration").alias("split"), (pl.col("qid") + "c").alias("qid"))])
     frontiers = pl.DataFrame({"router": ["ridge"] * 2, "frontier": ["exact"] * 2, "budget": [0.5, 0.99], "usage": [0.5, 0.75],
@@ -200,7 +202,7 @@ def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
 
 
 def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     table = routed({"ridge": [True, True, False, False]})
     stale = pl.DataFrame({"router": ["ridge"], "frontier": ["exact"], "budget": [0.5], "usage": [0.25], "accuracy": [0.5]})
     with pytest.raises(InputError, match="frontiers.parquet does not match.*rerun route_frontiers"):
@@ -210,15 +212,15 @@ def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
 
 def test_trigger_cost_is_what_firing_adds(study_a):
     costs = costs_for(study_a)
-    arm_pair = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    arm_pair = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     # Study A: Hybrid's retrieval beyond Keep's (bm25 1 s + 1 new pair × 2 s + fusion 0.5 s); answers cancel out
     assert pricing.trigger_cost(arm_pair, costs, frozenset({"base_arm"}))["seconds"].to_list() == [3.5] * 4
     # Study B: the fixture's "keep" answers stand in for the closed-book ones (base closed_book is no arm)
     table = costs.table.with_columns(
         pl.when((pl.col("stage") == "generate_answers") & (pl.col("component") == "keep"))
         .then(pl.lit("closed_book")).otherwise(pl.col("component")).alias("component"))
-    closed_book = pricing.Costs(table, pl.Series(QIDS), costs.candidate_sets)
-    retrieval_pair = pricing.PairPlan("retrieve", {"base": "closed_book", "alternative": "hybrid"}, ARMS, reuse=True)
+    closed_book = pricing.Costs(table, pl.Series(QIDS), costs.candidate_sets, STAGES["rerank"])
+    retrieval_pair = pricing.PairPlan("retrieve", {"base": "closed_book", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     added = pricing.trigger_cost(retrieval_pair, closed_book, frozenset({"query_only"}))["seconds"].to_list()
     assert added == [pytest.approx(7.5 + 3.0 - 1.0)] * 4  # Hybrid's whole retrieval + its answer − the closed-book one
     uncertain = pricing.trigger_cost(retrieval_pair, closed_book, frozenset({"uncertainty"}))["seconds"].to_list()
@@ -239,7 +241,7 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     routers = {"ridge": {"kind": "ridge", "alpha": 20}, "always": {"kind": "always"}}
     settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
-                "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}}
+                "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}, "stages": STAGES}
     splits = pl.read_parquet(tmp_path / "splits.parquet")
     _, thresholds, artifacts = protocol.fit_routers(pl.read_parquet(tmp_path / "labels.parquet"),
                                                     pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
@@ -269,7 +271,7 @@ def test_money_is_the_tokens_at_the_model_prices(study_a):
     others = table.filter(pl.col("stage") != "generate_answers")
     assert set(others["money"]) == {0.0} and others["currency"].null_count() == others.height  # no LLM, no money
     study_a["sources"] = priced_sources(study_a)
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     policies = route_costs.policy_costs(plan, costs_for(study_a), routed({"ridge": [True, True, False, False]}),
                                         {"ridge": frozenset({"base_arm"})})
     money = {row["component"]: row["money"] for row in policies.iter_rows(named=True)}
@@ -282,7 +284,7 @@ def test_money_is_the_tokens_at_the_model_prices(study_a):
 
 def test_money_of_an_unpriced_model_is_unknown_not_zero(study_a):
     study_a["sources"] = priced_sources(study_a, hybrid=None)
-    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True)
+    plan = pricing.PairPlan("keep_vs_hybrid", {"base": "keep", "alternative": "hybrid"}, ARMS, reuse=True, stages=STAGES)
     costs = costs_for(study_a)
     policies = route_costs.policy_costs(plan, costs, routed({"ridge": [True, True, False, False]}), {"ridge": frozenset({"base_arm"})})
     money = {row["component"]: row["money"] for row in policies.iter_rows(named=True)}
@@ -309,9 +311,29 @@ def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a
         path = tmp_path / f"{contract.name}.parquet"
         frame(rows, contract).write_parquet(path)
         tables.append(str(path))
-    source = {"stage": "judge_answers", "component": "keep", "tables": tables, "prices": USD,
+    source = {"stage": "judge_answers", "kind": "judge", "component": "keep", "tables": tables, "prices": USD,
               "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
     rows = cost_ledger.stage_rows(source, study_a["questions"])
     assert rows["llm_calls"].to_list() == [4] * 4 and rows["completion_tokens"].to_list() == [10] * 4
     # the quality judge's server gave no prompt-token counts: the money of these calls is unknown
     assert rows["prompt_tokens"].to_list() == [None] * 4 and rows["money"].to_list() == [None] * 4
+
+
+def test_a_new_stage_enters_the_ledger_by_declaring_a_kind(study_a, tmp_path):
+    """The ledger prices a source by its declared kind, whatever its stage is called: a new per-query table stage
+    and a second generator are priced like run_arm and generate_answers, with no edit to cost/."""
+    new = [
+        {"stage": "expand_queries", "kind": "table", "component": "t5", "tables": [study_a["sources"][3]["tables"][0]],
+         "benchmarks": [bench(tmp_path / "x.tsv", 6.0)]},
+        {"stage": "answer_again", "kind": "generation", "component": "keep", "prices": USD,
+         "tables": study_a["sources"][6]["tables"], "benchmarks": [bench(tmp_path / "y.tsv", 1.0)]},
+    ]
+    table = cost_ledger.ledger([*study_a["sources"], *new], study_a["questions"], "d")
+    table_rows = table.filter(pl.col("stage") == "expand_queries")
+    assert table_rows["seconds"].to_list() == [1.5] * 4 and set(table_rows["basis"]) == {"job_even"}
+    assert table_rows["money"].to_list() == [0.0] * 4  # not an LLM kind
+    answers = table.filter(pl.col("stage") == "answer_again")
+    assert answers["seconds"].to_list() == [1.0] * 4 and answers["llm_calls"].to_list() == [1] * 4
+    assert answers["money"].is_not_null().all() and set(answers["currency"]) == {"USD"}
+    with pytest.raises(InputError, match=r"source 'expand_queries' / 't5' declares kind 'fusion'; known kinds"):
+        cost_ledger.ledger([{**new[0], "kind": "fusion"}], study_a["questions"], "d")

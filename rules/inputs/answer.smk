@@ -47,3 +47,19 @@ def answer_targets(dataset):
         output_of("answer_summary", "summary", dataset=dataset),
         output_of("answer_summary", "comparisons", dataset=dataset),
     ]
+
+
+def answer_cost_sources(dataset):
+    """What the cost ledger prices of answering: each answered policy's generations (their own latencies and
+    tokens, at models.generator's prices) and each judged policy's judgments (at models.judge's)."""
+    sources = []
+    for policy in answered_policies(dataset):
+        source = cost_source("generate_answers", "generation", policy, ["answers"], dataset=dataset, policy=policy)
+        sources.append(source | {"prices": config["models"]["generator"].get("prices")})
+    judge = config["models"]["judge"]
+    for policy in POLICIES if answer_targets(dataset) else []:
+        source = cost_source("judge_answers", "judge", policy, vocabulary.JUDGES, dataset=dataset, policy=policy)
+        sources.append(
+            source | {"prices": judge.get("prices"), "device": judge.get("base_url") or judge.get("device", "cpu")}
+        )
+    return sources

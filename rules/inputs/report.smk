@@ -16,69 +16,10 @@ def answered_policies(dataset):
 
 
 def cost_sources(wildcards):
-    """Every per-query stage instance of the dataset: its table(s), benchmark files (a sharded stage's shards and gather), device and, for LLM stages, the model's prices (see cost/ledger.py).
-    A routing pair's own stage (its features) is not among them: route_costs adds it (`pair_sources`)."""
-    from workflow_scripts.retrieval.arms import first_stages
-
-    dataset = wildcards.dataset
-    arms = arms_for(dataset)
-    sources = []
-    methods = sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)})
-    for method, scope in methods:
-        device = config["models"]["embedder"]["device"] if method == "dense" else "cpu"
-        sources.append(
-            {
-                "stage": f"retrieve_{method}",
-                "component": scope,
-                "device": device,
-                "tables": [output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=scope)],
-                "benchmarks": benchmarks_of(f"retrieve_{method}", dataset=dataset, scope=scope),
-            }
-        )
-    for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
-        sources.append(
-            {
-                "stage": "rerank",
-                "component": reranker,
-                "device": config["models"]["rerankers"][reranker]["device"],
-                "tables": [output_of("rerank", "scores", dataset=dataset, reranker=reranker)],
-                "benchmarks": benchmarks_of("rerank", dataset=dataset, reranker=reranker),
-            }
-        )
-    for arm in sorted(arms):
-        sources.append(
-            {
-                "stage": "run_arm",
-                "component": arm,
-                "tables": [output_of("run_arm", "run", dataset=dataset, arm=arm)],
-                "benchmarks": benchmarks_of("run_arm", dataset=dataset, arm=arm),
-            }
-        )
-    for policy in answered_policies(dataset):
-        sources.append(
-            {
-                "stage": "generate_answers",
-                "component": policy,
-                "prices": config["models"]["generator"].get("prices"),
-                "tables": [output_of("generate_answers", "answers", dataset=dataset, policy=policy)],
-                "benchmarks": benchmarks_of("generate_answers", dataset=dataset, policy=policy),
-            }
-        )
-    judge = config["models"]["judge"]
-    for policy in POLICIES if answer_targets(dataset) else []:
-        sources.append(
-            {
-                "stage": "judge_answers",
-                "component": policy,
-                "prices": judge.get("prices"),
-                "device": judge.get("base_url") or judge.get("device", "cpu"),
-                "tables": [
-                    output_of("judge_answers", name, dataset=dataset, policy=policy) for name in vocabulary.JUDGES
-                ],
-                "benchmarks": benchmarks_of("judge_answers", dataset=dataset, policy=policy),
-            }
-        )
-    return sources
+    """Every per-query stage instance of the dataset the ledger prices, as each stage's inputs file declares it
+    (rules/inputs/retrieve.smk, rules/inputs/answer.smk). A routing pair's own stage (its features) is not among
+    them: route_costs adds it (`pair_sources`)."""
+    return retrieval_cost_sources(wildcards.dataset) + answer_cost_sources(wildcards.dataset)
 
 
 def cost_source_files(wildcards):

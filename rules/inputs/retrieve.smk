@@ -72,3 +72,22 @@ def retrieval_targets(dataset):
     arms = arms_for(dataset)
     targets = [output_of("run_arm", "trec", dataset=dataset, arm=arm) for arm in arms]
     return targets + ([output_of("retrieval_summary", "markdown", dataset=dataset)] if arms else [])
+
+
+def retrieval_cost_sources(dataset):
+    """What the cost ledger prices of retrieval: each shared first-stage search (per method and scope), each
+    reranker's scoring and each arm's fusion and cut (rules/common.smk `cost_source`)."""
+    from workflow_scripts.retrieval.arms import first_stages
+
+    arms = arms_for(dataset)
+    sources = []
+    for method, scope in sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)}):
+        stage = PRICED_STAGES["first_stage"][method]
+        source = cost_source(stage, "retrieval", scope, ["ranking"], dataset=dataset, scope=scope)
+        sources.append(source | {"device": config["models"]["embedder"]["device"] if method == "dense" else "cpu"})
+    for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
+        source = cost_source("rerank", "rerank", reranker, ["scores"], dataset=dataset, reranker=reranker)
+        sources.append(source | {"device": config["models"]["rerankers"][reranker]["device"]})
+    for arm in sorted(arms):
+        sources.append(cost_source("run_arm", "table", arm, ["run"], dataset=dataset, arm=arm))
+    return sources

@@ -79,14 +79,7 @@ def measured_cost_settings(wildcards):
 def pair_sources(wildcards):
     """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/pricing.py)."""
     dataset, pair = wildcards.dataset, wildcards.pair
-    return [
-        {
-            "stage": "route_features",
-            "component": pair,
-            "tables": [output_of("route_features", "features", dataset=dataset, pair=pair)],
-            "benchmarks": benchmarks_of("route_features", dataset=dataset, pair=pair),
-        }
-    ]
+    return [cost_source("route_features", "table", pair, ["features"], dataset=dataset, pair=pair)]
 
 
 def pair_source_files(wildcards):
@@ -107,6 +100,7 @@ def pair_costing(wildcards):
         "prices": config["costs"]["prices"],
         "rankings": pair_rankings(wildcards),
         "pair_sources": pair_sources(wildcards),
+        "stages": PRICED_STAGES,
     }
 
 

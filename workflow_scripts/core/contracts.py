@@ -29,7 +29,6 @@ from workflow_scripts.core.vocabulary import (
     BACKENDS,
     BOOTSTRAP_METHODS,
     COST_BASES,
-    COST_STAGES,
     FEATURE_FAMILY,
     FRONTIER_RULES,
     JUDGE_SCORINGS,
@@ -536,7 +535,7 @@ COST_LEDGER = Contract(
     columns={
         "dataset": Column(pl.String()),
         "qid": Column(pl.String()),
-        "stage": Column(pl.String(), doc="the rule that did the work (see COST_STAGES)"),
+        "stage": Column(pl.String(), doc="the rule that did the work, as its cost source names it"),
         "component": Column(pl.String(), doc="which instance: scope, reranker, arm, pair or policy"),
         "seconds": Column(pl.Float64(), doc="measured wall seconds attributed to this query"),
         "basis": Column(pl.String(), doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
@@ -555,7 +554,7 @@ COST_LEDGER = Contract(
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null where money is 0 or null)"),
     },
     key=("qid", "stage", "component"),
-    enums={"stage": COST_STAGES, "basis": COST_BASES},
+    enums={"basis": COST_BASES},
 )
 
 POLICY_COSTS = Contract(
@@ -598,7 +597,7 @@ REUSE_COSTS = Contract(
     name="reuse_costs",
     columns={
         "mode": Column(pl.String(), doc="reuse (the base arm's rankings and rerank scores are reused) | recompute"),
-        "stage": Column(pl.String(), doc="the triggered arm's stage (COST_STAGES)"),
+        "stage": Column(pl.String(), doc="the triggered arm's stage, as the ledger names it"),
         "component": Column(pl.String()),
         "seconds": Column(pl.Float64(), doc="mean measured seconds per held-out query of triggering the arm"),
         "token_equivalents": Column(pl.Float64()),
@@ -935,7 +934,7 @@ COST_STAGE_TOTALS = Contract(  # cost/ledger.py stage_totals
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: none)"),
     },
     key=("stage", "component", "basis"),
-    enums={"stage": COST_STAGES, "basis": COST_BASES},
+    enums={"basis": COST_BASES},
 )
 
 REVIEW_AGREEMENT = Contract(  # judging/review.py judge_agreement

@@ -125,9 +125,10 @@ FEATURE_FAMILY = {
     **{name: "retrieval_score" for name in PROBE_FEATURE_NAMES},
 }
 
-COST_STAGES = frozenset({  # the ledger's stages (cost/ledger.py)
-    "retrieve_bm25", "retrieve_dense", "rerank", "run_arm", "route_features", "generate_answers", "judge_answers",
-})
+# What a cost source is priced as (cost/ledger.py; each source declares its kind in rules/inputs/*.smk): a search
+# per question, reranked (query, unit) pairs, a per-query table job, LLM answers (each its own latency), LLM judgments.
+COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge")
+LLM_COST_KINDS = ("generation", "judge")  # the kinds whose tokens cost money at the model block's prices
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
 QUERY_TYPES = frozenset({"problem", "method"})  # Study C's synthetic queries
 AGREEMENT_MEASURES = ("spearman", "kappa", "auroc", "bias")  # the judge against its reference label (judging/validation.py)

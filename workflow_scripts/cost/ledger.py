@@ -2,8 +2,11 @@
 
 In:  the questions, and for every stage instance that works per query (a first-stage ranking per method and scope,
      a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations and judgments)
-     its output table and its Snakemake benchmark files (`results/benchmarks/<rule>/...tsv`), as `sources` (stage,
-     component, tables, benchmarks, device); a sharded stage's seconds are its shard jobs' and gather's, summed.
+     its output table and its Snakemake benchmark files (`results/benchmarks/<rule>/...tsv`), as `sources`, each
+     declared in the rules next to the stage's outputs: its `kind` (vocabulary.COST_KINDS: how its rows are
+     priced), the `stage` and `component` it is recorded as, its tables, benchmarks, device and, for an LLM kind,
+     the model's prices. A sharded stage's seconds are its shard jobs' and gather's, summed. A new stage enters the
+     ledger by declaring a source of an existing kind; nothing here names a rule.
 Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out and the number of retrieval calls, LLM
      calls and reranked pairs, and the totals per stage. `basis` says how the seconds were measured: "item" — the
      stage's own per-item measurement (LLM generation: each request's latency, batch time apportioned by tokens in
@@ -25,7 +28,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS
 from workflow_scripts.core.tables import read_table
-from workflow_scripts.core.vocabulary import TOKEN_COLUMNS
+from workflow_scripts.core.vocabulary import COST_KINDS, LLM_COST_KINDS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
 
 COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
@@ -66,19 +69,19 @@ def retrieval_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.Dat
     return job_even(per_query(questions["qid"]), benchmark_seconds(source["benchmarks"]), retrieval_calls=1)
 
 
-def rerank_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+def rerank_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
     """The reranker job's seconds split evenly over the (query, unit) pairs it scored."""
     scores = pl.read_parquet(source["tables"][0], columns=["qid"])
     items = scores.group_by("qid").len().select("qid", pl.col("len").cast(pl.Int64).alias("items")).sort("qid")
     return job_even(items, benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("rerank_pairs"))
 
 
-def table_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+def table_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
     """A per-query job (an arm's fusion and cut, a pair's features): its seconds split evenly over its queries."""
     return job_even(per_query(pl.read_parquet(source["tables"][0], columns=["qid"])["qid"]), benchmark_seconds(source["benchmarks"]))
 
 
-def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+def generation_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
     """Each answer's own measured latency and tokens (llm/engine.py apportions a batch's wall time by tokens)."""
     answers = read_table(source["tables"][0], GENERATIONS)
     return answers.select(
@@ -89,7 +92,7 @@ def generation_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     )
 
 
-def judge_rows(source: Mapping[str, Any]) -> pl.DataFrame:
+def judge_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
     """The judge job's seconds split evenly over its calls (both judges, re-asks included), with their tokens."""
     calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts", *TOKEN_COLUMNS]) for path in source["tables"]])
     items = calls.group_by("item_id").agg(
@@ -99,43 +102,40 @@ def judge_rows(source: Mapping[str, Any]) -> pl.DataFrame:
     return job_even(items.sort("qid"), benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("llm_calls"))
 
 
-LLM_STAGES = ("generate_answers", "judge_answers")
-
-
 def money_of(prices: Mapping[str, Any]) -> pl.Expr:
     """What a row's prompt_tokens and completion_tokens cost at an LLM block's `prices` (per million tokens)."""
     return ((pl.col("prompt_tokens") * prices["input_per_mtok"] + pl.col("completion_tokens") * prices["output_per_mtok"])
             / 1e6).cast(pl.Float64)
 
 
-def money(rows: pl.DataFrame, stage: str, prices: Mapping[str, Any] | None) -> pl.DataFrame:
+def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl.DataFrame:
     """The rows with `money` and `currency` (see the module docstring)."""
-    if stage not in LLM_STAGES:
+    if kind not in LLM_COST_KINDS:
         return rows.with_columns(pl.lit(0.0).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
     if prices is None:
         return rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
     return rows.with_columns(money_of(prices).alias("money"), pl.lit(prices["currency"]).alias("currency"))
 
 
+ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST_KINDS), from (source, questions)
+    "retrieval": retrieval_rows, "rerank": rerank_rows, "table": table_rows, "generation": generation_rows,
+    "judge": judge_rows,
+}
+assert tuple(ROWS_OF_KIND) == COST_KINDS
+
+
 def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
-    stage = source["stage"]
-    if stage in ("retrieve_bm25", "retrieve_dense"):
-        rows = retrieval_rows(source, questions)
-    elif stage == "rerank":
-        rows = rerank_rows(source)
-    elif stage in ("run_arm", "route_features"):
-        rows = table_rows(source)
-    elif stage == "generate_answers":
-        rows = generation_rows(source)
-    elif stage == "judge_answers":
-        rows = judge_rows(source)
-    else:
-        raise InputError(f"cost ledger: stage '{stage}' is not one the ledger knows; known: {sorted(COST_LEDGER.enums['stage'])}")
+    """The ledger rows of one source, priced by its declared kind and recorded under its stage and component."""
+    kind = source.get("kind")
+    if kind not in ROWS_OF_KIND:
+        raise InputError(f"cost ledger: source '{source.get('stage')}' / '{source.get('component')}' declares kind "
+                         f"{kind!r}; known kinds: {list(COST_KINDS)}")
+    rows = ROWS_OF_KIND[kind](source, questions)
     defaults = {"device": source.get("device", "cpu"), "prompt_tokens": None, "completion_tokens": None,
                 **{name: 0 for name in COUNTS}}
     rows = rows.with_columns(pl.lit(value).alias(name) for name, value in defaults.items() if name not in rows.columns)
-    rows = money(rows, stage, source.get("prices"))
-    return rows.with_columns(pl.lit(stage).alias("stage"), pl.lit(source["component"]).alias("component"))
+    rows = money(rows, kind, source.get("prices"))
+    return rows.with_columns(pl.lit(source["stage"]).alias("stage"), pl.lit(source["component"]).alias("component"))
 
 
 def ledger(sources: Sequence[Mapping[str, Any]], questions: pl.DataFrame, dataset: str) -> pl.DataFrame:

@@ -2,7 +2,9 @@
 when it fires, per held-out question, in seconds, token-equivalents and money (`COST_MEASURES`).
 
 In:  the dataset's ledger (cost/ledger.py) plus the rows of the pair's own stages, `costs.prices`, `costs.reuse`, the
-     pair's config and arms, and the first-stage rankings of its reranked arms (to count reranker candidates).
+     pair's config and arms, the first-stage rankings of its reranked arms (to count reranker candidates), and
+     `stages`: the ledger's name of each stage a policy consists of (PRICED_STAGES in the rules: `first_stage` per
+     method, `rerank`, `arm`, `features`, `answers`), so nothing here names a rule.
 Out: `measured_costs` → a PairPlan (which units of work each component of a policy consists of) and the Costs of
      those units per question; `trigger_cost` → what firing adds over not firing. Token-equivalents = prompt tokens ×
      prompt_token + generated tokens × completion_token + retrieval calls × retrieval_call + reranked pairs ×
@@ -39,12 +41,15 @@ def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFr
 class Costs:
     """Per-query cost (`COST_MEASURES`) of named units of work on a fixed set of queries.
 
-    A unit is ("stage", stage, component) — a ledger entry — or ("pairs", arm, base_arm_or_None): the arm's
-    reranker candidates, all of them or only those the base arm did not already score.
+    A unit is ("stage", stage, component[, what to do when it is missing]) — a ledger entry — or ("pairs", arm,
+    reranker, base_arm_or_None): the arm's reranker candidates, all of them or only those the base arm did not
+    already score.
     """
 
-    def __init__(self, table: pl.DataFrame, qids: pl.Series, candidate_sets: Mapping[str, pl.DataFrame]):
+    def __init__(self, table: pl.DataFrame, qids: pl.Series, candidate_sets: Mapping[str, pl.DataFrame],
+                 rerank_stage: str):
         self.table, self.qids, self.candidate_sets = table, qids.sort(), candidate_sets
+        self.rerank_stage = rerank_stage
         currencies = table["currency"].drop_nulls().unique().sort().to_list()
         if len(currencies) > 1:
             raise InputError(f"route costs: the ledger prices LLM calls in {currencies}; price every model block in "
@@ -62,7 +67,7 @@ class Costs:
 
     def pairs(self, arm: str, reranker: str, reused_from: str | None) -> pl.DataFrame:
         """The arm's candidate pairs × the reranker's measured cost per pair (new pairs only when reusing)."""
-        rate = self.stage("rerank", reranker, "the arm's reranker job has no ledger row").with_columns(
+        rate = self.stage(self.rerank_stage, reranker, "the arm's reranker job has no ledger row").with_columns(
             pl.col(measure) / pl.col("rerank_pairs") for measure in COST_MEASURES)
         pool = self.candidate_sets[arm]
         if reused_from is not None:
@@ -75,9 +80,7 @@ class Costs:
     def unit(self, unit: tuple) -> pl.DataFrame:
         if unit[0] == "pairs":
             return self.pairs(*unit[1:])
-        fix = {"generate_answers": "answer this policy on held-out (generation.policies, generation.splits)"}.get(
-            unit[1], "the stage did not run for these questions")
-        return self.stage(unit[1], unit[2], fix)
+        return self.stage(unit[1], unit[2], unit[3] if len(unit) > 3 else "the stage did not run for these questions")
 
     def total(self, units: Sequence[tuple]) -> pl.DataFrame:
         """qid and `COST_MEASURES` summed over `units` (zero for none; null where a part is)."""
@@ -89,46 +92,54 @@ class Costs:
         return frame
 
 
-def arm_units(name: str, arm: Mapping[str, Any], reused: Sequence[tuple] = (), base: str | None = None) -> list[tuple]:
+def arm_units(name: str, arm: Mapping[str, Any], stages: Mapping[str, Any], reused: Sequence[tuple] = (),
+              base: str | None = None) -> list[tuple]:
     """The units of running arm `name`, minus `reused` ones; rerank pairs the base arm scored are skipped too."""
-    units = [("stage", f"retrieve_{method}", arm["scope"]) for method in first_stages(arm)]
+    units = [("stage", stages["first_stage"][method], arm["scope"]) for method in first_stages(arm)]
     units = [unit for unit in units if unit not in reused]
     if arm.get("rerank"):
         units.append(("pairs", name, arm["rerank"], base))
-    return units + [("stage", "run_arm", name)]
+    return units + [("stage", stages["arm"], name)]
 
 
 class PairPlan:
     """Which units each router pays before deciding, when it does not fire and when it fires."""
 
-    def __init__(self, pair_name: str, pair: Mapping[str, Any], arms: Mapping[str, Any], reuse: bool):
+    def __init__(self, pair_name: str, pair: Mapping[str, Any], arms: Mapping[str, Any], reuse: bool,
+                 stages: Mapping[str, Any]):
         self.pair_name, self.base, self.alternative = pair_name, pair["base"], pair["alternative"]
-        self.arms, self.reuse = arms, reuse
+        self.arms, self.reuse, self.stages = arms, reuse, stages
         self.base_is_arm = self.base in arms
         self.scope = arms[self.base if self.base_is_arm else self.alternative]["scope"]
 
+    def answers(self, policy: str) -> tuple:
+        return ("stage", self.stages["answers"], policy,
+                "answer this policy on held-out (generation.policies, generation.splits)")
+
     def pre_decision(self, families: frozenset[str]) -> list[tuple]:
-        units = [("stage", "route_features", self.pair_name)] if families else []
+        units = [("stage", self.stages["features"], self.pair_name)] if families else []
         if self.base_is_arm:
-            units += arm_units(self.base, self.arms[self.base])
-        if "retrieval_score" in families and ("stage", "retrieve_bm25", self.scope) not in units:
-            units.append(("stage", "retrieve_bm25", self.scope))
+            units += arm_units(self.base, self.arms[self.base], self.stages)
+        probe = ("stage", self.stages["first_stage"]["bm25"], self.scope)
+        if "retrieval_score" in families and probe not in units:
+            units.append(probe)
         if "uncertainty" in families:
-            units.append(("stage", "generate_answers", self.base))
+            units.append(self.answers(self.base))
         return units
 
     def base_answer(self, families: frozenset[str]) -> list[tuple]:
-        return [] if "uncertainty" in families else [("stage", "generate_answers", self.base)]
+        return [] if "uncertainty" in families else [self.answers(self.base)]
 
     def trigger_retrieval(self, families: frozenset[str], reuse: bool | None = None) -> list[tuple]:
         reuse = self.reuse if reuse is None else reuse
         alternative = self.arms[self.alternative]
         paid = self.pre_decision(families) if reuse else []
         same_reranker = self.base_is_arm and alternative.get("rerank") and alternative.get("rerank") == self.arms[self.base].get("rerank")
-        return arm_units(self.alternative, alternative, paid, self.base if reuse and same_reranker else None)
+        return arm_units(self.alternative, alternative, self.stages, paid,
+                         self.base if reuse and same_reranker else None)
 
     def trigger_generation(self) -> list[tuple]:
-        return [("stage", "generate_answers", self.alternative)]
+        return [self.answers(self.alternative)]
 
 
 def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.DataFrame:
@@ -168,10 +179,10 @@ def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], 
 
 def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
     """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, its arms,
-    costs.reuse, costs.prices, the rankings of its reranked arms ('<method>_<scope>' → file) and the sources of
-    the pair's own stages (`pair_sources`, as the ledger's)."""
+    costs.reuse, costs.prices, the rankings of its reranked arms ('<method>_<scope>' → file), the sources of the
+    pair's own stages (`pair_sources`, as the ledger's) and the ledger's names of the stages (`stages`)."""
     pair, arms = settings["pair"], settings["arms"]
-    plan = PairPlan(pair_name, pair, arms, settings["reuse"])
+    plan = PairPlan(pair_name, pair, arms, settings["reuse"], settings["stages"])
     table = priced(with_pair_rows(pl.read_parquet(ledger), settings.get("pair_sources", ())), settings["prices"])
     pools = candidate_sets(arms, [pair["base"], pair["alternative"]], settings["rankings"])
-    return plan, Costs(table, qids.unique(), pools)
+    return plan, Costs(table, qids.unique(), pools, settings["stages"]["rerank"])

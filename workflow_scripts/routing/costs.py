@@ -111,7 +111,7 @@ def reuse_costs(plan: PairPlan, costs: Costs) -> pl.DataFrame:
     for mode, reuse in (("reuse", True), ("recompute", False)):
         for unit in plan.trigger_retrieval(frozenset({"base_arm"}), reuse):
             cost = costs.unit(unit)
-            stage, component = ("rerank", unit[2]) if unit[0] == "pairs" else (unit[1], unit[2])
+            stage, component = (costs.rerank_stage, unit[2]) if unit[0] == "pairs" else (unit[1], unit[2])
             rows.append({"mode": mode, "stage": stage, "component": component,
                          **{measure: mean_cost(cost[measure]) for measure in COST_MEASURES}, "currency": costs.currency,
                          "rerank_pairs": cost["rerank_pairs"].fill_null(0).mean()})
