@@ -31,6 +31,7 @@ from workflow_scripts.core.vocabulary import (
     COST_BASES,
     COST_STAGES,
     FEATURE_FAMILY,
+    FRONTIER_KINDS,
     FRONTIER_RULES,
     JUDGE_SCORINGS,
     OBTAINED,
@@ -474,7 +475,7 @@ ROUTER_FRONTIERS = Contract(
         "n_heldout": Column(pl.Int64()),
     },
     key=("frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
+    enums={"frontier": frozenset(FRONTIER_KINDS)},
 )
 
 FRONTIERS = Contract(  # every router of a pair (route_frontiers)
@@ -591,7 +592,7 @@ COST_FRONTIERS = Contract(
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
     },
     key=("router", "frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
+    enums={"frontier": frozenset(FRONTIER_KINDS)},
 )
 
 REUSE_COSTS = Contract(
@@ -624,7 +625,7 @@ STUDY_C_QUERIES = Contract(
         "text": Column(pl.String(), doc="the generated query (never empty)"),
     },
     key=("qid",),
-    enums={"query_type": QUERY_TYPES},
+    enums={"query_type": frozenset(QUERY_TYPES)},
 )
 
 STUDY_C_RUNS = Contract(
@@ -665,7 +666,7 @@ STUDY_C_ANSWERS = Contract(
 
 CELL_QUERY_TYPE = Column(pl.String(), doc="problem | method | all (both pooled)")
 STRATEGY = Column(pl.String(), doc="the study_c.strategies entry")
-STUDY_C_CELLS = {"strategy": frozenset(STRATEGIES), "query_type": QUERY_TYPES | {"all"}}
+STUDY_C_CELLS = {"strategy": frozenset(STRATEGIES), "query_type": frozenset({*QUERY_TYPES, "all"})}
 STUDY_C_TABLES = "results/<dataset>/study_c/tables/"
 
 ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
