@@ -529,7 +529,7 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
 )
 
 
-# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/costs.py): the per-query ledger and what each routing policy costs
+# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/policy_costs.py): the per-query ledger and what each routing policy costs
 
 
 COST_LEDGER = Contract(
@@ -800,7 +800,7 @@ def metrics_summary_report(measures: Sequence[str]) -> Contract:
     )
 
 
-STUDY_C_QUALITY = Contract(  # study_c/tables.py quality
+STUDY_C_QUALITY = Contract(  # study_c/comparisons.py quality
     name="study_c_quality",
     file=STUDY_C_TABLES + "quality.csv",
     columns={
@@ -826,7 +826,7 @@ STUDY_C_QUALITY = Contract(  # study_c/tables.py quality
     enums=STUDY_C_CELLS,
 )
 
-STUDY_C_RETRIEVAL = Contract(  # study_c/tables.py retrieval
+STUDY_C_RETRIEVAL = Contract(  # study_c/comparisons.py retrieval
     name="study_c_retrieval",
     file=STUDY_C_TABLES + "retrieval.csv",
     columns={
@@ -856,16 +856,16 @@ PAIRED_VS_CLASSIC = {
     "tie": Column(pl.Float64(), nullable=True),
     "loss": Column(pl.Float64(), nullable=True),
 }
-STUDY_C_PAIRED = Contract(  # study_c/tables.py paired (the judged overall score)
+STUDY_C_PAIRED = Contract(  # study_c/comparisons.py paired (the judged overall score)
     name="study_c_paired", file=STUDY_C_TABLES + "paired.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
 )
-STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/tables.py paired (the gold paper's Hit@3, judge-free)
+STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/comparisons.py paired (the gold paper's Hit@3, judge-free)
     name="study_c_paired_retrieval", file=STUDY_C_TABLES + "paired_retrieval.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
 )
 
-STUDY_C_GOLD = Contract(  # study_c/tables.py gold (over judged queries, status ok)
+STUDY_C_GOLD = Contract(  # study_c/comparisons.py gold (over judged queries, status ok)
     name="study_c_gold",
     file=STUDY_C_TABLES + "gold.csv",
     columns={
@@ -885,7 +885,7 @@ STUDY_C_GOLD = Contract(  # study_c/tables.py gold (over judged queries, status 
     enums=STUDY_C_CELLS,
 )
 
-STUDY_C_GAP = Contract(  # study_c/tables.py gap
+STUDY_C_GAP = Contract(  # study_c/comparisons.py gap
     name="study_c_gap",
     file=STUDY_C_TABLES + "gap.csv",
     columns={
@@ -898,7 +898,7 @@ STUDY_C_GAP = Contract(  # study_c/tables.py gap
     enums={"strategy": frozenset(STRATEGIES)},
 )
 
-STUDY_C_COST = Contract(  # study_c/tables.py cost
+STUDY_C_COST = Contract(  # study_c/comparisons.py cost
     name="study_c_cost",
     file=STUDY_C_TABLES + "cost.csv",
     columns={

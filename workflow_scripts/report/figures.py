@@ -154,7 +154,7 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
     save(figure, path)
 
 
-# --- Study C (study_c/tables.py's tables)
+# --- Study C (study_c/comparisons.py's tables)
 
 
 def study_c_metrics_figure(quality: pl.DataFrame, path: str) -> None:
