@@ -1,4 +1,4 @@
-"""The cost ledger (cost/ledger.py), pricing (cost/pricing.py) and policy costs (routing/costs.py) on small hand-made
+"""The cost ledger (cost/ledger.py), pricing (cost/pricing.py) and policy costs (routing/policy_costs.py) on small hand-made
 tables with known answers."""
 
 import json
@@ -11,7 +11,7 @@ from workflow_scripts.core.tables import conform, frame, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.cost import ledger as cost_ledger
 from workflow_scripts.cost import pricing
-from workflow_scripts.routing import costs as route_costs
+from workflow_scripts.routing import policy_costs as route_costs
 
 QIDS = ["q1", "q2", "q3", "q4"]
 ARMS = {

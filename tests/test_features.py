@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from workflow_scripts.core.contracts import FEATURES
-from workflow_scripts.core.tables import conform
+from workflow_scripts.core.tables import ContractError, conform
 from workflow_scripts.core.vocabulary import (
     FEATURE_FAMILY,
     KEEP_FEATURE_NAMES,
@@ -15,6 +15,7 @@ from workflow_scripts.core.vocabulary import (
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.routing.features import (
     combine,
+    family_columns,
     keep_features,
     probe_features,
     query_features,
@@ -129,3 +130,17 @@ def test_uncertainty_and_probe_features():
 
 def test_every_feature_has_a_cost_family():
     assert set(FEATURE_FAMILY.values()) == {"base_arm", "query_only", "uncertainty", "retrieval_score"}
+
+
+def test_a_pairs_features_table_holds_exactly_its_families_columns():
+    """route_features writes under the contract of the configured families' columns (catalogue order, whatever
+    the configured order), so a feature missing from the table or one of another family is a contract error."""
+    assert family_columns(["uncertainty", "query_only"]) == (*QUERY_FEATURE_NAMES, *UNCERTAINTY_FEATURE_NAMES)
+    assert family_columns(["retrieval_score", "base_arm"]) == (*KEEP_FEATURE_NAMES, *PROBE_FEATURE_NAMES)
+    contract = FEATURES.select("qid", *family_columns(["uncertainty"]))
+    uncertainty = uncertainty_features(closed_book_answers())
+    assert conform(uncertainty, contract).columns == ["qid", *UNCERTAINTY_FEATURE_NAMES]
+    with pytest.raises(ContractError, match=r"missing columns \['unc_seq_logprob'\]"):
+        conform(uncertainty.drop("unc_seq_logprob"), contract)
+    with pytest.raises(ContractError, match=r"unexpected columns \['bm25_top1'\]"):
+        conform(uncertainty.with_columns(bm25_top1=pl.lit(1.0)), contract)

@@ -19,7 +19,7 @@ from workflow_scripts.core.contracts import JUDGMENTS_QUALITY, STUDY_C_ANSWERS, 
 from workflow_scripts.core.tables import frame, read_table
 from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.llm.templates import DEFAULTS
-from workflow_scripts.study_c import tables as study_c
+from workflow_scripts.study_c import comparisons as study_c
 
 QUERIES = frame([
     {"qid": f"p{paper}:{kind}", "paper_id": f"p{paper}", "query_type": kind, "text": f"q {paper} {kind}"}

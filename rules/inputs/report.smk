@@ -2,10 +2,6 @@
 # Snakemake's linter asks).
 
 
-FIGURES = ["frontiers", "calibration", "outcomes", "utility", "cost_breakdown", "cost_frontiers"]
-STUDY_C_FIGURES = ["metrics", "paired", "cost"]
-
-
 def answered_policies(dataset):
     """Policies with an answers table: generation.policies (when answered) and both sides of Study B pairs."""
     policies = list(POLICIES) if answer_targets(dataset) else []
@@ -39,12 +35,18 @@ def cost_pairs(dataset):
 
 
 def report_targets(dataset):
-    """The dataset's ledger, and per costed pair its cost tables and figures."""
+    """The dataset's ledger, and per costed pair its cost tables and figures (every output of report_figures and
+    study_c_figures: the rules' `output:` names them once)."""
     targets = [output_of("cost_ledger", "ledger", dataset=dataset)] if arms_for(dataset) else []
     for pair in cost_pairs(dataset):
-        targets += [output_of("report_figures", figure, dataset=dataset, pair=pair) for figure in FIGURES]
+        targets += [
+            output_of("report_figures", figure, dataset=dataset, pair=pair)
+            for figure in rules.report_figures.output.keys()
+        ]
     if study_c_targets(dataset):
-        targets += [output_of("study_c_figures", figure, dataset=dataset) for figure in STUDY_C_FIGURES]
+        targets += [
+            output_of("study_c_figures", figure, dataset=dataset) for figure in rules.study_c_figures.output.keys()
+        ]
     return targets
 
 

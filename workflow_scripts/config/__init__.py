@@ -1,2 +1,2 @@
-"""Config validation: the whole config checked before any job runs (the schema in core/config.schema.yaml, then
+"""Config validation: the whole config checked before any job runs (the schema in config/config.schema.yaml, then
 the rules across keys and stages). It sits above every stage, since it asks each stage's own checks."""

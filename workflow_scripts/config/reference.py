@@ -1,6 +1,6 @@
 """The two reference pages of docs/ that are generated, never written by hand.
 
-In:  the config schema (core/config.schema.yaml) and the table contracts (core/contracts.py).
+In:  the config schema (config/config.schema.yaml) and the table contracts (core/contracts.py).
 Out: docs/configuration.md (every key with its type, default and description, the LLM block and each dataset
      format once) and docs/outputs.md (every Parquet table's and CSV report's columns with type, nulls allowed,
      allowed values and meaning, its key and a report's path).
@@ -83,7 +83,7 @@ def configuration_page(schema: Mapping[str, Any] | None = None) -> str:
     schema = schema or load_schema()
     defs = schema["$defs"]
     lines = [GENERATED, "", "# Configuration", "",
-             "Every key of a ragfrontier config, generated from `workflow_scripts/core/config.schema.yaml` (the schema "
+             "Every key of a ragfrontier config, generated from `workflow_scripts/config/config.schema.yaml` (the schema "
              "the run validates before any job: an unknown key, a wrong type or a value out of range stops it with one "
              "message naming the key). Defaults are filled in at start; a key without a default is optional unless "
              "marked required. `config.yaml` is the demo's config; the study configs in `experiments/` replace it "

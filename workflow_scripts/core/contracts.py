@@ -30,6 +30,7 @@ from workflow_scripts.core.vocabulary import (
     BOOTSTRAP_METHODS,
     COST_BASES,
     FEATURE_FAMILY,
+    FRONTIER_KINDS,
     FRONTIER_RULES,
     JUDGE_SCORINGS,
     OBTAINED,
@@ -473,7 +474,7 @@ ROUTER_FRONTIERS = Contract(
         "n_heldout": Column(pl.Int64()),
     },
     key=("frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
+    enums={"frontier": frozenset(FRONTIER_KINDS)},
 )
 
 FRONTIERS = Contract(  # every router of a pair (route_frontiers)
@@ -527,7 +528,7 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
 )
 
 
-# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/costs.py): the per-query ledger and what each routing policy costs
+# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/policy_costs.py): the per-query ledger and what each routing policy costs
 
 
 COST_LEDGER = Contract(
@@ -590,7 +591,7 @@ COST_FRONTIERS = Contract(
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no model block is priced)"),
     },
     key=("router", "frontier", "budget"),
-    enums={"frontier": frozenset({"exact", *FRONTIER_RULES})},
+    enums={"frontier": frozenset(FRONTIER_KINDS)},
 )
 
 REUSE_COSTS = Contract(
@@ -623,7 +624,7 @@ STUDY_C_QUERIES = Contract(
         "text": Column(pl.String(), doc="the generated query (never empty)"),
     },
     key=("qid",),
-    enums={"query_type": QUERY_TYPES},
+    enums={"query_type": frozenset(QUERY_TYPES)},
 )
 
 STUDY_C_RUNS = Contract(
@@ -665,7 +666,7 @@ STUDY_C_ANSWERS = Contract(
 
 CELL_QUERY_TYPE = Column(pl.String(), doc="problem | method | all (both pooled)")
 STRATEGY = Column(pl.String(), doc="the study_c.strategies entry")
-STUDY_C_CELLS = {"strategy": frozenset(STRATEGIES), "query_type": QUERY_TYPES | {"all"}}
+STUDY_C_CELLS = {"strategy": frozenset(STRATEGIES), "query_type": frozenset({*QUERY_TYPES, "all"})}
 STUDY_C_TABLES = "results/<dataset>/study_c/tables/"
 
 ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
@@ -799,7 +800,7 @@ def metrics_summary_report(measures: Sequence[str]) -> Contract:
     )
 
 
-STUDY_C_QUALITY = Contract(  # study_c/tables.py quality
+STUDY_C_QUALITY = Contract(  # study_c/comparisons.py quality
     name="study_c_quality",
     file=STUDY_C_TABLES + "quality.csv",
     columns={
@@ -825,7 +826,7 @@ STUDY_C_QUALITY = Contract(  # study_c/tables.py quality
     enums=STUDY_C_CELLS,
 )
 
-STUDY_C_RETRIEVAL = Contract(  # study_c/tables.py retrieval
+STUDY_C_RETRIEVAL = Contract(  # study_c/comparisons.py retrieval
     name="study_c_retrieval",
     file=STUDY_C_TABLES + "retrieval.csv",
     columns={
@@ -855,16 +856,16 @@ PAIRED_VS_CLASSIC = {
     "tie": Column(pl.Float64(), nullable=True),
     "loss": Column(pl.Float64(), nullable=True),
 }
-STUDY_C_PAIRED = Contract(  # study_c/tables.py paired (the judged overall score)
+STUDY_C_PAIRED = Contract(  # study_c/comparisons.py paired (the judged overall score)
     name="study_c_paired", file=STUDY_C_TABLES + "paired.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
 )
-STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/tables.py paired (the gold paper's Hit@3, judge-free)
+STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/comparisons.py paired (the gold paper's Hit@3, judge-free)
     name="study_c_paired_retrieval", file=STUDY_C_TABLES + "paired_retrieval.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
 )
 
-STUDY_C_GOLD = Contract(  # study_c/tables.py gold (over judged queries, status ok)
+STUDY_C_GOLD = Contract(  # study_c/comparisons.py gold (over judged queries, status ok)
     name="study_c_gold",
     file=STUDY_C_TABLES + "gold.csv",
     columns={
@@ -884,7 +885,7 @@ STUDY_C_GOLD = Contract(  # study_c/tables.py gold (over judged queries, status 
     enums=STUDY_C_CELLS,
 )
 
-STUDY_C_GAP = Contract(  # study_c/tables.py gap
+STUDY_C_GAP = Contract(  # study_c/comparisons.py gap
     name="study_c_gap",
     file=STUDY_C_TABLES + "gap.csv",
     columns={
@@ -897,7 +898,7 @@ STUDY_C_GAP = Contract(  # study_c/tables.py gap
     enums={"strategy": frozenset(STRATEGIES)},
 )
 
-STUDY_C_COST = Contract(  # study_c/tables.py cost
+STUDY_C_COST = Contract(  # study_c/comparisons.py cost
     name="study_c_cost",
     file=STUDY_C_TABLES + "cost.csv",
     columns={

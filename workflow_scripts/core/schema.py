@@ -1,4 +1,4 @@
-"""The config schema (config.schema.yaml, which documents every key) and its messages a user can act on.
+"""The config schema (config/config.schema.yaml, which documents every key) and its messages a user can act on.
 
 In:  a config dict, or one block of it checked on its own (an LLM block given to the engine), and the schema part
      it is checked against (a JSON pointer such as "#/$defs/llm").
@@ -25,7 +25,9 @@ from jsonschema import Draft202012Validator, validators
 
 from workflow_scripts.core import vocabulary
 
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+# the schema document sits with its validator (config/validate.py); this loader stays in core, below every stage,
+# since stages check their own blocks with it (llm/settings.py) and config/ imports them
+SCHEMA_PATH = Path(__file__).parents[1] / "config" / "config.schema.yaml"
 ENUM_MARKER = "x-enum"
 
 

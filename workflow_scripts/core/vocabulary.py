@@ -108,7 +108,11 @@ STUDY_C_METRICS = ("accuracy", "completeness", "faithfulness", "relevance", "cla
 SCORE_BASES = ("masked_exact", "top_k", "argmax_only")  # judging/scores.py, strongest first
 ARM_OUTCOMES = ("rescue", "harm", "tie")  # a label's sign between two arms (Study A)
 RETRIEVAL_OUTCOMES = ("benefit", "harm", "neutral")  # ... between no retrieval and retrieval (Study B)
-FRONTIER_RULES = ("deployable", "conservative")  # how a frontier's threshold is set on calibration
+# a router's budget frontiers (routing/frontiers.py): exact ranks the held-out queries themselves (a diagnostic, no
+# threshold); the rules set a threshold on calibration, nominal (deployable) or lowered by the DKW slack (conservative)
+EXACT_FRONTIER, DEPLOYABLE, CONSERVATIVE = "exact", "deployable", "conservative"
+FRONTIER_RULES = (DEPLOYABLE, CONSERVATIVE)  # how a frontier's threshold is set on calibration
+FRONTIER_KINDS = (EXACT_FRONTIER, *FRONTIER_RULES)  # a frontier table's `frontier` values, in plotting order
 
 # router features by family (routing/features.py)
 KEEP_FEATURE_NAMES = (
@@ -130,7 +134,7 @@ FEATURE_FAMILY = {
 COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge")
 LLM_COST_KINDS = ("generation", "judge")  # the kinds whose tokens cost money at the model block's prices
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
-QUERY_TYPES = frozenset({"problem", "method"})  # Study C's synthetic queries
+QUERY_TYPES = ("problem", "method")  # Study C's synthetic queries, in the order each paper's rows are written
 AGREEMENT_MEASURES = ("spearman", "kappa", "auroc", "bias")  # the judge against its reference label (judging/validation.py)
 
 

@@ -12,7 +12,7 @@ Out: `measured_costs` → a PairPlan (which units of work each component of a po
      unpriced part is null (unknown), never a smaller number.
 
 A library below routing: routing/protocol.py prices a trigger for cost-aware thresholds with it, and
-routing/costs.py prices each frozen policy (rule `route_costs`).
+routing/policy_costs.py prices each frozen policy (rule `route_costs`).
 """
 
 from collections.abc import Mapping, Sequence

@@ -32,12 +32,11 @@ import polars as pl
 from scipy.stats import norm, spearmanr
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import AGREEMENT_MEASURES
+from workflow_scripts.core.vocabulary import AGREEMENT_MEASURES, JUDGE_SCORINGS
 from workflow_scripts.judging import ppi
 from workflow_scripts.judging.review import review_sample
 
 SCALE_HIGH = 2  # Study A correctness 0–2: rescaled to 0–1 by / 2; "correct" above the midpoint 1
-READINGS = ("argmax", "expected")
 STRATIFY = ("policy", "level")
 
 
@@ -92,7 +91,7 @@ def agreement_table(items: pl.DataFrame, resamples: int, seed: int, confidence: 
     reference = items["reference"].cast(pl.Float64).to_numpy()
     groups = items["group_id"].to_numpy()
     rows = []
-    for reading in READINGS:
+    for reading in sorted(JUDGE_SCORINGS):  # argmax, then expected: the table's row order
         judge = items[reading].cast(pl.Float64).to_numpy()
         for measure in AGREEMENT_MEASURES:
             statistic = STATISTICS[measure]

@@ -5,7 +5,7 @@ In:  an LLM block (backend, model, device, dtype, sampling, base_url, ..., the `
      the config (for messages); sampling overrides of one `generate` call.
 Out: `engine_config` → `EngineConfig`, `sampling_from` → `Sampling`; an InputError naming each key at fault.
 
-Each key is checked against the config schema's `$defs/llm` (workflow_scripts/core/config.schema.yaml: names, types,
+Each key is checked against the config schema's `$defs/llm` (workflow_scripts/config/config.schema.yaml: names, types,
 ranges, enums), the one statement of them, then the rules that span keys, stated only here: dtype applies to the
 transformers backend only, the openai backend needs base_url, `tokenizer` applies to openai and `serve` to vllm only,
 and the variable named by api_key_env must be set. A retired key is refused by the schema with why (`removed`).

@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from workflow_scripts.core.atomic import atomic_file
-from workflow_scripts.core.vocabulary import STUDY_C_METRICS
+from workflow_scripts.core.vocabulary import CONSERVATIVE, DEPLOYABLE, EXACT_FRONTIER, STUDY_C_METRICS
 
-FRONTIER_STYLE = {"exact": ("black", "-"), "deployable": ("tab:blue", "--"), "conservative": ("tab:orange", ":")}
+FRONTIER_STYLE = {EXACT_FRONTIER: ("black", "-"), DEPLOYABLE: ("tab:blue", "--"), CONSERVATIVE: ("tab:orange", ":")}
 COMPONENTS = ("pre_decision", "base_answer", "trigger_retrieval", "trigger_generation")
 COMPONENT_COLORS = ("tab:gray", "tab:blue", "tab:orange", "tab:red")
 
@@ -49,7 +49,7 @@ def frontier_figure(frontiers: pl.DataFrame, path: str) -> None:
         for name, (color, style) in FRONTIER_STYLE.items():
             table = frontiers.filter((pl.col("router") == router) & (pl.col("frontier") == name)).sort("budget")
             axis.plot(table["usage"], table["accuracy"], style, color=color, marker="o", markersize=4, label=name)
-            if name != "exact":
+            if name != EXACT_FRONTIER:
                 axis.scatter(table["budget"], table["accuracy"], facecolors="none", edgecolors=color, s=22)
                 for budget, usage, accuracy in table.select("budget", "usage", "accuracy").iter_rows():
                     axis.plot([budget, usage], [accuracy, accuracy], color=color, linewidth=0.6, alpha=0.6)
@@ -63,7 +63,7 @@ def calibration_figure(frontiers: pl.DataFrame, audit: pl.DataFrame, path: str) 
     figure, (left, right) = grid(2)
     left.plot([0, 1], [0, 1], color="lightgray", linewidth=1)
     markers = dict(zip(frontiers["router"].unique(maintain_order=True).to_list(), "os^vDP*X"))
-    for (router, frontier), table in frontiers.filter(pl.col("frontier") != "exact").group_by(["router", "frontier"], maintain_order=True):
+    for (router, frontier), table in frontiers.filter(pl.col("frontier") != EXACT_FRONTIER).group_by(["router", "frontier"], maintain_order=True):
         color, style = FRONTIER_STYLE[frontier]
         table = table.sort("budget")
         left.plot(table["budget"], table["usage"], style, marker=markers.get(router, "o"), markersize=4, color=color,
@@ -143,10 +143,10 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
     figure, axes = grid(2, width=4.6)
     for axis, column in zip(axes, ("seconds", "token_equivalents")):
         for router in routers:
-            for frontier, style in (("deployable", "-"), ("conservative", ":")):
+            for frontier, style in ((DEPLOYABLE, "-"), (CONSERVATIVE, ":")):
                 table = points.filter((pl.col("router") == router) & (pl.col("frontier") == frontier)).sort("budget")
                 axis.plot(table[column], table["accuracy"], style, color=colors[router], marker="o", markersize=3,
-                          label=router if frontier == "deployable" else None)
+                          label=router if frontier == DEPLOYABLE else None)
         name = column.replace("_", "-")
         axis.set(xlabel=f"mean {name} per held-out query", ylabel="held-out accuracy", title=f"accuracy vs {name}")
     axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="solid: deployable\ndotted: conservative",
@@ -154,7 +154,7 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
     save(figure, path)
 
 
-# --- Study C (study_c/tables.py's tables)
+# --- Study C (study_c/comparisons.py's tables)
 
 
 def study_c_metrics_figure(quality: pl.DataFrame, path: str) -> None:

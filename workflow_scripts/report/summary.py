@@ -27,6 +27,9 @@ from typing import Any
 
 import polars as pl
 
+from workflow_scripts.core.vocabulary import FRONTIER_KINDS, FRONTIER_RULES
+
+
 def cell(value: Any) -> str:
     """One Markdown table cell: numbers to 4 significant decimals, text HTML-escaped, pipes and newlines removed."""
     if value is None:
@@ -101,7 +104,7 @@ TABLES = {
         "Routing: adaptive vs always-on and vs off", "Mean per-question difference a − b on held-out, CI from a "
         "bootstrap over groups, paired permutation p, win / tie / loss shares.", ()),
     "frontiers.parquet": Table(
-        "Routing: budget frontiers", "Per router, frontier (exact / deployable / conservative) and target usage ρ: "
+        "Routing: budget frontiers", f"Per router, frontier ({' / '.join(FRONTIER_KINDS)}) and target usage ρ: "
         "realized held-out usage and accuracy.", ()),
     "audit.parquet": Table(
         "Routing: calibration audit", "Share of router × split combinations whose held-out usage exceeds ρ.", ()),
@@ -226,7 +229,7 @@ def routing_findings(pair: str, utility: pl.DataFrame, policies: pl.DataFrame, c
     if frontiers is not None and frontiers.height:
         budgets = sorted(frontiers["budget"].unique().to_list())
         parts = []
-        for rule in ("deployable", "conservative"):
+        for rule in FRONTIER_RULES:
             table = frontiers.filter(pl.col("frontier") == rule).with_columns((pl.col("usage") - pl.col("budget")).alias("excess"))
             if not table.height:
                 continue

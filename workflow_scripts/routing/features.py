@@ -18,7 +18,7 @@ In / out, per family (each feature's family is what a router must pay before it 
   bm25_top1, bm25_gap12, bm25_mean_top5 (zeros for a query with no hit).
 "full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
 The feature catalogue (names, FEATURE_FAMILY) and the written table's contract (FEATURES, of which a pair's
-table holds its families' columns) are declared in `vocabulary.py` and `contracts.py`.
+table holds its families' columns, `family_columns`) are declared in `vocabulary.py` and `contracts.py`.
 
 Definitions (k = 10 unless the query has fewer units; a query with one unit has gap12 = 0):
 top1_cos = cosine of vector rank 1; gap12_cos = cos(rank 1) − cos(rank 2); mean_top5_cos = mean cosine of
@@ -30,11 +30,12 @@ verb (is, are, was, does, can, …), else "other"; capitalized tokens exclude th
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
 from workflow_scripts.core.vocabulary import (
+    FEATURE_FAMILY,
     KEEP_FEATURE_NAMES,
     PROBE_FEATURE_NAMES,
     QUERY_FEATURE_NAMES,
@@ -175,6 +176,13 @@ def probe_features(probe: pl.DataFrame, qids: Sequence[str] | None = None) -> pl
         scores = (pl.DataFrame({"qid": list(qids)}, schema={"qid": pl.String}).unique()
                   .join(scores, on="qid", how="left").fill_null(0.0))
     return scores.sort("qid")
+
+
+def family_columns(families: Iterable[str]) -> tuple[str, ...]:
+    """The feature columns of a table of `families` (a pair's `features`), in the catalogue's order: what its
+    features table must hold, no more and no less."""
+    families = set(families)
+    return tuple(feature for feature, family in FEATURE_FAMILY.items() if family in families)
 
 
 def combine(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:

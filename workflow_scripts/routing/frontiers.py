@@ -39,6 +39,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import ROUTER_FRONTIERS
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.vocabulary import CONSERVATIVE, DEPLOYABLE, EXACT_FRONTIER
 
 ROUNDING = 1e-9
 
@@ -139,9 +140,9 @@ def frontier_table(calibration: pl.DataFrame, heldout: pl.DataFrame, budgets: Se
     held = _heldout_arrays(heldout)
     epsilon = dkw_epsilon(n_cal, delta, held.n if heldout_term else None)
     slots, exact_accuracy = held.exact_accuracy(grid)
-    rows = [{"frontier": "exact", "budget": grid, "threshold": np.full(grid.size, np.nan), "epsilon": 0.0,
+    rows = [{"frontier": EXACT_FRONTIER, "budget": grid, "threshold": np.full(grid.size, np.nan), "epsilon": 0.0,
              "calibration_usage": np.full(grid.size, np.nan), "usage": slots / held.n, "accuracy": exact_accuracy}]
-    for rule, slack in (("deployable", 0.0), ("conservative", epsilon)):
+    for rule, slack in ((DEPLOYABLE, 0.0), (CONSERVATIVE, epsilon)):
         thresholds = rule_thresholds(sorted_calibration, grid - slack)
         triggered = held.triggered(thresholds)
         calibration_triggered = n_cal - np.searchsorted(sorted_calibration, thresholds, side="right")
@@ -200,7 +201,7 @@ def audit_splits(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFram
             held = _Heldout(score[~mask], *(table[c].cast(pl.Float64).to_numpy()[~mask]
                                             for c in ("metric_on", "metric_off")))
             epsilon = dkw_epsilon(sorted_calibration.size, delta, held.n if heldout_term else None)
-            for rule, slack in (("deployable", 0.0), ("conservative", epsilon)):
+            for rule, slack in ((DEPLOYABLE, 0.0), (CONSERVATIVE, epsilon)):
                 thresholds = rule_thresholds(sorted_calibration, grid - slack)
                 triggered = held.triggered(thresholds)
                 frames.append(pl.DataFrame({

@@ -31,6 +31,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import STUDY_C_QUERIES, UNITS
 from workflow_scripts.core.tables import frame, table_batches, table_rows
+from workflow_scripts.core.vocabulary import QUERY_TYPES
 from workflow_scripts.core.shards import Shard, owned
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.parsing import parse_json, read_reply
@@ -38,7 +39,6 @@ from workflow_scripts.llm.templates import Template, normalized
 
 log = logging.getLogger("ragfrontier.synthetic")
 
-QUERY_TYPES = ("problem", "method")
 CAUSES = ("empty_abstract", "request_error", "length", "no_json", "missing_query", "title_verbatim", "copies_example")
 
 

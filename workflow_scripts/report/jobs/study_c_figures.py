@@ -1,6 +1,6 @@
 """Rule study_c_figures (per dataset, when `study_c` is configured): Study C's figures (report/figures.py).
 
-In:  Study C's quality.csv, paired.csv and cost.csv (study_c/tables.py).
+In:  Study C's quality.csv, paired.csv and cost.csv (study_c/comparisons.py).
 Out: results/<dataset>/report/study_c/{metrics,paired,cost}.png: per-metric bars, the paired-delta forest plot and
      cost per strategy, flagged for the report.
 """

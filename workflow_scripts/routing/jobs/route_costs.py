@@ -1,4 +1,4 @@
-"""Rule route_costs (per dataset and routing pair): what each frozen routing policy costs (routing/costs.py).
+"""Rule route_costs (per dataset and routing pair): what each frozen routing policy costs (routing/policy_costs.py).
 
 In:  the dataset's ledger, routed.parquet, frontiers.parquet, the frozen routers; params: the pair, its costing
      settings (arms, costs.reuse, costs.prices, the reranked arms' rankings, the pair's own stages) and the budgets.
@@ -14,7 +14,7 @@ from workflow_scripts.core.contracts import COST_FRONTIERS, POLICY_COSTS, REUSE_
 from workflow_scripts.core.tables import write_report, write_table
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.cost.pricing import measured_costs
-from workflow_scripts.routing.costs import cost_frontiers, policy_costs, reuse_costs, router_families
+from workflow_scripts.routing.policy_costs import cost_frontiers, policy_costs, reuse_costs, router_families
 
 log = logging.getLogger("ragfrontier.cost")
 

@@ -2,7 +2,8 @@
 
 In:  the labels and what each family reads (base run, units, dense ranking; questions; closed-book answers; the
      BM25 probe); params: the pair (its `features`).
-Out: results/<dataset>/routing/<pair>/features.parquet.
+Out: results/<dataset>/routing/<pair>/features.parquet: qid and exactly the columns of those families
+     (features.family_columns).
 """
 
 from typing import Any
@@ -11,12 +12,15 @@ from workflow_scripts.core.contracts import FEATURES
 from workflow_scripts.core.tables import write_table
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing import protocol
+from workflow_scripts.routing.features import family_columns
 
 
 def main(smk: Any) -> None:
+    families = smk.params.pair["features"]
     inputs = {key: str(path) for key, path in smk.input.items()}
-    table = protocol.feature_table(smk.params.pair["features"], inputs)
-    write_table(table, smk.output.features, FEATURES.select(*table.columns))
+    table = protocol.feature_table(families, inputs)
+    # the contract is the configured families' columns, so a column missing or extra is a contract error
+    write_table(table, smk.output.features, FEATURES.select("qid", *family_columns(families)))
 
 
 if __name__ == "__main__":

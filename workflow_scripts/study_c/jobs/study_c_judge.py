@@ -15,7 +15,7 @@ from workflow_scripts.core.shards import own_rows
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
-from workflow_scripts.study_c.tables import judge_items
+from workflow_scripts.study_c.comparisons import judge_items
 
 
 def main(smk: Any) -> None:

@@ -2,7 +2,7 @@
 
 In:  the synthetic queries and per strategy its run, answers and judgments; params: the strategies in order (classic
      first), study_c.bootstrap, judging.scoring, models.generator.prices.
-Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/tables.py).
+Out: results/<dataset>/study_c/tables/*.csv and report.md (study_c/comparisons.py).
 """
 
 from typing import Any
@@ -23,7 +23,7 @@ from workflow_scripts.core.contracts import (
 )
 from workflow_scripts.core.tables import read_table, write_report
 from workflow_scripts.jobs.runtime import run_job
-from workflow_scripts.study_c import tables
+from workflow_scripts.study_c import comparisons
 
 
 CSV = {"quality": STUDY_C_QUALITY, "retrieval": STUDY_C_RETRIEVAL, "paired": STUDY_C_PAIRED,
@@ -33,7 +33,7 @@ CSV = {"quality": STUDY_C_QUALITY, "retrieval": STUDY_C_RETRIEVAL, "paired": STU
 def main(smk: Any) -> None:
     strategies = list(smk.params.strategies)
     queries = read_table(smk.input.queries, STUDY_C_QUERIES)
-    results = tables.study_tables(
+    results = comparisons.study_tables(
         queries, strategies, [read_table(path, STUDY_C_RUNS) for path in smk.input.runs],
         [read_table(path, STUDY_C_ANSWERS) for path in smk.input.answers],
         [read_table(path, JUDGMENTS_QUALITY) for path in smk.input.judgments], smk.params.scoring, smk.params.bootstrap,
@@ -41,7 +41,7 @@ def main(smk: Any) -> None:
     )
     for name, result in results.items():
         write_report(result, smk.output[name], CSV[name], float_precision=4)
-    write_text_atomic(tables.report(queries, strategies, results), smk.output.report)
+    write_text_atomic(comparisons.report(queries, strategies, results), smk.output.report)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Study C's tables: what the judge sees of each answer, then the study's tables plus cost.
+"""Study C's comparisons of its strategies: what the judge sees of each answer, then the study's tables plus cost.
 
 In:  the synthetic queries (gold = the source paper), and per strategy its run (STUDY_C_RUNS), answers with costs
      (STUDY_C_ANSWERS) and Study C judgments (JUDGMENTS_QUALITY); the strategies in configured order (classic is the
