@@ -125,6 +125,7 @@ rule summary:
     conda:
         "../envs/cpu.yaml"
     params:
+        tables=summary_specs,
         datasets=DATASETS,
         name=config["name"],
     script:

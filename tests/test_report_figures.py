@@ -1,7 +1,5 @@
 """Report figures and summary.md from small tables shaped like the stages' outputs (no workflow run)."""
 
-import json
-
 import polars as pl
 
 from workflow_scripts.report import figures, summary
@@ -39,21 +37,21 @@ def test_study_c_figures_are_png_files(tmp_path):
         assert not list(tmp_path.glob(".*partial*"))
 
 
-def test_summary_pages_quote_csv_parquet_json_and_markdown_tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    routing = tmp_path / "results" / "demo" / "routing" / "p"
-    routing.mkdir(parents=True)
-    pl.DataFrame({"router": ["ridge"], "trigger_rate": [0.5], "note": ["<img src=x onerror=alert(1)>"]}).write_csv(
-        routing / "policies.csv")
-    pl.DataFrame({"budget": [0.5], "rule": ["deployable"], "violation_share": [0.25]}).write_parquet(routing / "audit.parquet")
-    tables = tmp_path / "results" / "demo" / "study_c" / "tables"
-    tables.mkdir(parents=True)
-    (tables / "report.md").write_text("### Cost\n\n| strategy |\n|---|\n| classic |\n")
-    (tmp_path / "results" / "demo" / "generated_questions_report.json").write_text(json.dumps(
-        {"questions": 187, "papers_without_candidates_ids": ["2212.11739", "2301.1"], "failures": {"copies_text": 1}}))
-    paths = ["results/demo/generated_questions_report.json", "results/demo/routing/p/policies.csv",
-             "results/demo/routing/p/audit.parquet", "results/demo/study_c/tables/report.md"]
-    landing = summary.summary_text(paths, ["demo", "absent"], "study_x")
+def test_summary_pages_show_tables_and_reports_as_their_contracts_say():
+    from workflow_scripts.core.contracts import AUDIT, GENERATED_QUESTIONS_REPORT, ROUTER_POLICIES, STUDY_C_REPORT
+
+    report = summary.report_table({"questions": 187, "papers_without_candidates_ids": ["2212.11739", "2301.1"],
+                                   "failures": {"copies_text": 1}})
+    policies = pl.DataFrame({"router": ["ridge"], "trigger_rate": [0.5], "note": ["<img src=x onerror=alert(1)>"]})
+    audit = pl.DataFrame({"budget": [0.5], "rule": ["deployable"], "violation_share": [0.25]})
+    shown = {"demo": [
+        summary.Shown("", "results/demo/generated_questions_report.json", GENERATED_QUESTIONS_REPORT, report),
+        summary.Shown("p", "results/demo/routing/p/policies.csv", ROUTER_POLICIES, policies),
+        summary.Shown("p", "results/demo/routing/p/audit.parquet", AUDIT, audit),
+        summary.Shown("", "results/demo/study_c/tables/report.md", STUDY_C_REPORT,
+                      "### Cost\n\n| strategy |\n|---|\n| classic |\n"),
+    ], "absent": []}
+    landing = summary.summary_text(shown, "study_x")
     assert landing.startswith("# ragfrontier results: study_x\n\n## Findings\n")
     assert summary.NO_FINDINGS in landing  # no table to read findings from
     assert "### Generated questions\n\nUnits sampled" in landing and "| questions | 187 |" in landing
@@ -62,7 +60,7 @@ def test_summary_pages_quote_csv_parquet_json_and_markdown_tables(tmp_path, monk
     assert "### Routing: held-out policies — p" in landing and "| router | trigger_rate |\n" in landing
     assert "onerror" not in landing and "audit" not in landing and "| classic |" not in landing
     assert "[summary_study_x/demo.md](summary_study_x/demo.md)" in landing and "## absent" not in landing
-    page = summary.dataset_text(paths, "demo", "study_x")
+    page = summary.dataset_text(shown["demo"], "demo", "study_x")
     assert page.startswith("# ragfrontier results: study_x — demo\n") and "(../summary_study_x.md)" in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img" not in page  # cell text is HTML-escaped
     assert "### Routing: calibration audit — p" in page and "| 0.5 | deployable | 0.25 |" in page
@@ -135,3 +133,26 @@ def test_judged_and_study_c_findings_flag_a_constant_judge():
                       "-0.100, p = 0.002); judged overall (1–5) over 96 judged queries Δ +0.000 (95% CI +0.000 to "
                       "+0.000, p = 0.002), the CI includes 0.")
     assert constant.startswith("The quality judge gave every Study C answer the same overall score")
+
+
+def test_the_summary_job_reads_each_table_through_its_contract(tmp_path):
+    """CSV reports and Parquet tables are checked against their contracts as the summary reads them (a stale or
+    foreign file fails naming the table); the retrieval metrics' contract has one column per measure measured."""
+    import json
+
+    import pytest
+
+    from workflow_scripts.core.contracts import GENERATED_QUESTIONS_REPORT, ROUTER_POLICIES, metrics_summary_report
+    from workflow_scripts.core.tables import ContractError, write_report
+    from workflow_scripts.report.jobs import summary as job
+
+    metrics = pl.DataFrame({"arm": ["keep"], "split": ["all"], "R@5": [0.5], "Success@5": [1.0], "questions": [3]})
+    write_report(metrics, tmp_path / "summary.csv", metrics_summary_report(["R@5", "Success@5"]))
+    read = job.content(str(tmp_path / "summary.csv"), metrics_summary_report(()))
+    assert read.columns == ["arm", "split", "R@5", "Success@5", "questions"] and read["questions"].dtype == pl.UInt32
+    (tmp_path / "report.json").write_text(json.dumps({"kept": 3, "failures": {"empty": 1}}))
+    assert job.content(str(tmp_path / "report.json"), GENERATED_QUESTIONS_REPORT).rows() == [
+        ("kept", "3"), ("failures.empty", "1")]
+    pl.DataFrame({"router": ["ridge"], "trigger_rate": [0.5]}).write_csv(tmp_path / "policies.csv")
+    with pytest.raises(ContractError, match=r"table 'router_policies': missing columns \['questions'"):
+        job.content(str(tmp_path / "policies.csv"), ROUTER_POLICIES)

@@ -50,32 +50,51 @@ def report_targets(dataset):
     return targets
 
 
-def summary_inputs(wildcards):
-    """Every table the summary reads, per dataset: generated questions, retrieval metrics, answers, routing,
-    cost, Study C and the judge validation (report/summary.py recognizes each by its path's end)."""
-    inputs = []
+def summary_tables():
+    """Every table and stage report the summary shows, in the order it shows them: per dataset, generated
+    questions, retrieval metrics, cost per stage, answers, routing and cost per pair, Study C and the judge
+    validation. Each entry: its dataset, routing pair ("" for a dataset-wide one), path, and contract (or Document),
+    which says how the summary shows it (workflow_scripts/core/contracts.py)."""
+    entries = []
+
+    def show(dataset, rule, key, spec, pair=""):
+        wildcards = {"dataset": dataset} | ({"pair": pair} if pair else {})
+        entries.append({"dataset": dataset, "pair": pair, "path": output_of(rule, key, **wildcards), "spec": spec})
+
     for dataset in DATASETS:
         if "generate_questions" in config["datasets"][dataset]:
-            inputs.append(output_of("generate_questions", "report", dataset=dataset))
+            show(dataset, "generate_questions", "report", contracts.GENERATED_QUESTIONS_REPORT)
         if arms_for(dataset):
-            inputs += [
-                output_of("retrieval_summary", "csv", dataset=dataset),
-                output_of("cost_ledger", "stages", dataset=dataset),
-            ]
-        inputs += [path for path in answer_targets(dataset) if path.endswith(".csv")]
-        inputs += [
-            path for path in routing_targets(dataset) if path.endswith((".csv", "frontiers.parquet", "audit.parquet"))
-        ]
+            show(dataset, "retrieval_summary", "csv", contracts.metrics_summary_report(()))
+            show(dataset, "cost_ledger", "stages", contracts.COST_STAGE_TOTALS)
+        if answer_targets(dataset):
+            show(dataset, "answer_summary", "summary", contracts.ANSWER_SUMMARY)
+            show(dataset, "answer_summary", "comparisons", contracts.COMPARISONS)
+        for pair in routed_pairs(dataset):
+            show(dataset, "route_labels", "utility", contracts.UTILITY_REPORT, pair)
+            show(dataset, "route_heldout", "policies", contracts.ROUTER_POLICIES, pair)
+            show(dataset, "route_heldout", "comparisons", contracts.ROUTER_COMPARISONS, pair)
+            show(dataset, "route_frontiers", "frontiers", contracts.FRONTIERS, pair)
+            show(dataset, "route_frontiers", "audit", contracts.AUDIT, pair)
         for pair in cost_pairs(dataset):
-            inputs += [
-                output_of("route_costs", key, dataset=dataset, pair=pair)
-                for key in ("policies_csv", "reuse_csv", "frontiers")
-            ]
+            show(dataset, "route_costs", "policies_csv", contracts.POLICY_COSTS, pair)
+            show(dataset, "route_costs", "reuse_csv", contracts.REUSE_COSTS, pair)
+            show(dataset, "route_costs", "frontiers", contracts.COST_FRONTIERS, pair)
         if study_c_targets(dataset):  # the tables its findings read, and all of them in Markdown
-            inputs += [
-                output_of("study_c_tables", key, dataset=dataset)
-                for key in ("retrieval", "paired_retrieval", "paired", "quality", "report")
-            ]
+            show(dataset, "study_c_tables", "retrieval", contracts.STUDY_C_RETRIEVAL)
+            show(dataset, "study_c_tables", "paired_retrieval", contracts.STUDY_C_PAIRED_RETRIEVAL)
+            show(dataset, "study_c_tables", "paired", contracts.STUDY_C_PAIRED)
+            show(dataset, "study_c_tables", "quality", contracts.STUDY_C_QUALITY)
+            show(dataset, "study_c_tables", "report", contracts.STUDY_C_REPORT)
         if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
-            inputs.append(output_of("judge_validation", "report", dataset=dataset))
-    return inputs
+            show(dataset, "judge_validation", "report", contracts.JUDGE_VALIDATION_REPORT)
+    return entries
+
+
+def summary_inputs(wildcards):
+    return [entry["path"] for entry in summary_tables()]
+
+
+def summary_specs(wildcards):
+    """What the summary job knows of each input, in the same order: its dataset, routing pair and contract."""
+    return [{key: entry[key] for key in ("dataset", "pair", "spec")} for entry in summary_tables()]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from workflow_scripts.core.tables import Column, Contract
+from workflow_scripts.core.tables import Column, Contract, Document
 from workflow_scripts.core.vocabulary import (
     ADAPTIVE,
     AGREEMENT_MEASURES,
@@ -482,6 +482,10 @@ FRONTIERS = Contract(  # every router of a pair (route_frontiers)
     columns={**ROUTER_FRONTIERS.columns, "router": ROUTER},
     key=("router", "frontier", "budget"),
     enums=ROUTER_FRONTIERS.enums,
+    title="Routing: budget frontiers",
+    about=f"Per router, frontier ({' / '.join(FRONTIER_KINDS)}) and target usage ρ: realized held-out usage and "
+          "accuracy.",
+    landing=(),
 )
 
 AUDIT = Contract(
@@ -497,6 +501,9 @@ AUDIT = Contract(
     },
     key=("budget", "rule"),
     enums={"rule": frozenset(FRONTIER_RULES)},
+    title="Routing: calibration audit",
+    about="Share of router × split combinations whose held-out usage exceeds ρ.",
+    landing=(),
 )
 
 
@@ -525,6 +532,10 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
     },
     key=("a", "b"),
     enums={"method": frozenset(BOOTSTRAP_METHODS)},
+    title="Answers: paired correctness differences",
+    about="Mean per-question difference a − b of judged correctness, CI from a bootstrap over groups, paired "
+          "permutation p.",
+    landing=("a", "b", "estimate", "low", "high", "p_permutation", "n", "n_groups", "win", "tie", "loss"),
 )
 
 
@@ -574,6 +585,10 @@ POLICY_COSTS = Contract(
     },
     key=("router", "component"),
     enums={"component": frozenset({"pre_decision", "base_answer", "trigger_retrieval", "trigger_generation"})},
+    title="Cost: each router's frozen policy",
+    about="Mean measured seconds, token-equivalents and money (at the LLM blocks' `prices`; empty when not priced) "
+          "per held-out query by component.",
+    landing=(),
 )
 
 COST_FRONTIERS = Contract(
@@ -592,6 +607,9 @@ COST_FRONTIERS = Contract(
     },
     key=("router", "frontier", "budget"),
     enums={"frontier": frozenset(FRONTIER_KINDS)},
+    title="Cost: frontier points with measured cost",
+    about="Per router, frontier and budget: usage, accuracy, seconds, token-equivalents and money per held-out query.",
+    landing=(),
 )
 
 REUSE_COSTS = Contract(
@@ -609,6 +627,9 @@ REUSE_COSTS = Contract(
     },
     key=("mode", "stage", "component"),
     enums={"mode": frozenset({"reuse", "recompute"})},
+    title="Cost: reuse vs recompute",
+    about="Triggering the alternative arm, reusing the base arm's rankings and rerank scores or recomputing them.",
+    landing=(),
 )
 
 
@@ -701,6 +722,11 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "quality_replies": Column(pl.String(), doc="how the quality replies were obtained, with counts"),
     },
     key=("policy",),
+    title="Answers: judged quality per policy",
+    about="Judged answers per policy and the judges' mean scores; `distinct_*` counts the different scores the judge "
+          "gave (1 = it gave every answer the same).",
+    landing=("policy", "judged", "grounded_questions", "correctness", "faithfulness", "answer_rate",
+             "overall_unconditional", "distinct_correctness", "distinct_overall"),
 )
 
 UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
@@ -731,6 +757,9 @@ UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
     },
     key=("dataset", "pair", "split"),
     enums={"split": SPLIT_NAMES | {"all"}},
+    title="Routing: utility distribution",
+    about="Per split: questions where switching rescues (gains), harms or ties, and the mean metric off / always on.",
+    landing=("split", "measure", "n", "gains", "harms", "ties", "mean_off", "mean_on", "mean_delta", "signal_absent"),
 )
 
 ROUTER_THRESHOLDS = Contract(  # routing/protocol.py fit_routers
@@ -766,6 +795,11 @@ ROUTER_POLICIES = Contract(  # routing/protocol.py heldout_tables (policy_rows)
         "utility": Column(pl.Float64(), doc="held-out mean(adaptive metric − c × triggered)"),
     },
     key=("router",),
+    title="Routing: held-out policies",
+    about="Per router: held-out metric off, always on and adaptive, trigger rate, rescues and harms among the "
+          "triggered, utility = mean(metric − c × triggered).",
+    landing=("router", "questions", "off", "always_on", "adaptive", "trigger_rate", "rescues", "harms",
+             "cost_per_trigger", "utility"),
 )
 
 ROUTER_COMPARISONS = Contract(  # routing/protocol.py heldout_tables: COMPARISONS rows per router
@@ -777,6 +811,10 @@ ROUTER_COMPARISONS = Contract(  # routing/protocol.py heldout_tables: COMPARISON
              "router": ROUTER},
     key=("router", "a", "b"),
     enums={**COMPARISONS.enums, "a": frozenset({ADAPTIVE}), "b": frozenset({ALWAYS_ON, OFF})},
+    title="Routing: adaptive vs always-on and vs off",
+    about="Mean per-question difference a − b on held-out, CI from a bootstrap over groups, paired permutation p, "
+          "win / tie / loss shares.",
+    landing=(),
 )
 
 
@@ -797,6 +835,8 @@ def metrics_summary_report(measures: Sequence[str]) -> Contract:
         },
         key=("arm", "split"),
         enums={"split": SPLIT_NAMES | {"all"}},
+        title="Retrieval metrics",
+        about="Mean of each measure per arm and split (ir-measures; `n` queries).",
     )
 
 
@@ -824,6 +864,9 @@ STUDY_C_QUALITY = Contract(  # study_c/comparisons.py quality
     },
     key=("strategy", "query_type"),
     enums=STUDY_C_CELLS,
+    title="Study C: judged quality per strategy",
+    about="The judge's scores per strategy.",
+    landing=(),
 )
 
 STUDY_C_RETRIEVAL = Contract(  # study_c/comparisons.py retrieval
@@ -840,6 +883,9 @@ STUDY_C_RETRIEVAL = Contract(  # study_c/comparisons.py retrieval
     },
     key=("strategy", "query_type"),
     enums=STUDY_C_CELLS,
+    title="Study C: retrieval of the source paper",
+    about="Hit@1, Hit@3 and MRR@3 of the paper each query was written from, per strategy and query type (judge-free).",
+    landing=("strategy", "query_type", "queries", "hit_at_1", "hit_at_3", "mrr_at_3"),
 )
 
 PAIRED_VS_CLASSIC = {
@@ -859,10 +905,16 @@ PAIRED_VS_CLASSIC = {
 STUDY_C_PAIRED = Contract(  # study_c/comparisons.py paired (the judged overall score)
     name="study_c_paired", file=STUDY_C_TABLES + "paired.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
+    title="Study C: judged overall vs classic",
+    about="Mean paired difference of the unconditional overall score (1–5), CI from a bootstrap over papers.",
+    landing=(),
 )
 STUDY_C_PAIRED_RETRIEVAL = Contract(  # study_c/comparisons.py paired (the gold paper's Hit@3, judge-free)
     name="study_c_paired_retrieval", file=STUDY_C_TABLES + "paired_retrieval.csv", columns=PAIRED_VS_CLASSIC,
     key=("strategy", "query_type"), enums=STUDY_C_CELLS,
+    title="Study C: Hit@3 vs classic",
+    about="Mean paired difference of the gold paper's Hit@3, CI from a bootstrap over papers (judge-free).",
+    landing=(),
 )
 
 STUDY_C_GOLD = Contract(  # study_c/comparisons.py gold (over judged queries, status ok)
@@ -936,6 +988,10 @@ COST_STAGE_TOTALS = Contract(  # cost/ledger.py stage_totals
     },
     key=("stage", "component", "basis"),
     enums={"basis": COST_BASES},
+    title="Measured cost per stage",
+    about="Ledger totals per stage (basis: item = measured per item, job_even = the job's benchmark seconds split "
+          "evenly over its items; money at the LLM blocks' `prices`).",
+    landing=(),
 )
 
 REVIEW_AGREEMENT = Contract(  # judging/review.py judge_agreement
@@ -1052,6 +1108,29 @@ REPORTS = {
         STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(), JUDGE_AGREEMENT, PPI_REPLAY,
     )
 }
+
+
+# --- Stage reports that are no table, as the run's summary shows them
+
+GENERATED_QUESTIONS_REPORT = Document(  # ingest/questions.py: the question generator's report
+    name="generated_questions_report",
+    file="results/<dataset>/generated_questions_report.json",
+    title="Generated questions",
+    about="Units sampled, questions kept and failures by cause of the question generator.",
+)
+JUDGE_VALIDATION_REPORT = Document(  # judging/validation.py: the judge against the reference label
+    name="judge_validation_report",
+    file="results/<dataset>/judging/report.md",
+    title="Judge validation against the reference label",
+    about="The judge's own report.",
+)
+STUDY_C_REPORT = Document(  # study_c/comparisons.py: Study C's tables in Markdown
+    name="study_c_report",
+    file=STUDY_C_TABLES + "report.md",
+    title="Study C: strategies",
+    about="Study C's own tables (study_c/tables/*.csv).",
+    landing=(),
+)
 
 
 # --- The registry: every Parquet table's contract, by table name

@@ -44,6 +44,11 @@ class Contract:
     enums: Mapping[str, frozenset[str]] = field(default_factory=dict)
     file: str = ""  # a CSV report's path pattern (results/<dataset>/...); "" for a Parquet table
     order: tuple[str, ...] = ()  # the columns its writer sorts its rows by, when not its key
+    # how a run's summary shows the table (report/summary.py): its title, one line saying what it is, and the
+    # columns its landing page keeps (None: every column; (): the table is on the dataset's page only)
+    title: str = ""
+    about: str = ""
+    landing: tuple[str, ...] | None = None
 
     @property
     def schema(self) -> dict[str, pl.DataType]:
@@ -54,10 +59,6 @@ class Contract:
         """The columns the table's rows are sorted by: `order`, else the key (a sharded stage's gather restores it)."""
         return self.order or self.key
 
-    def __repr__(self) -> str:
-        """Stable across processes (a rule's params are compared by their repr; a frozenset's order is not)."""
-        return f"Contract({self.name!r}, columns={list(self.columns)}, key={self.key}, order={self.row_order})"
-
     def select(self, *names: str) -> Contract:
         """The contract of some of the columns (the key checked when all its columns are among them)."""
         unknown = [name for name in names if name not in self.columns]
@@ -66,7 +67,24 @@ class Contract:
         return Contract(self.name, {name: self.columns[name] for name in names},
                         self.key if set(self.key) <= set(names) else (),
                         {name: allowed for name, allowed in self.enums.items() if name in names}, self.file,
-                        self.order if set(self.order) <= set(names) else ())
+                        self.order if set(self.order) <= set(names) else (), self.title, self.about, self.landing)
+
+    def __repr__(self) -> str:
+        """Stable across processes (a rule's params are compared by their repr; a frozenset's order is not)."""
+        shown = f", title={self.title!r}, landing={self.landing}" if self.title else ""
+        return f"Contract({self.name!r}, columns={list(self.columns)}, key={self.key}, order={self.row_order}{shown})"
+
+
+@dataclass(frozen=True)
+class Document:
+    """A stage's report that is no table (JSON or Markdown), as a run's summary shows it: like a Contract's `title`,
+    `about` and `landing` (None: on the landing page; (): on the dataset's page only)."""
+
+    name: str
+    file: str
+    title: str
+    about: str
+    landing: tuple[str, ...] | None = None
 
 
 def frame(rows: Iterable[Mapping], contract: Contract) -> pl.DataFrame:
@@ -157,6 +175,14 @@ def read_table(
     wanted = pl.Series(values, dtype=contract.columns[column].dtype)
     scan = pl.scan_parquet(path).filter(pl.col(column).is_in(wanted.implode()))
     return conform((scan.select(list(contract.columns)) if columns is not None else scan).collect(), contract)
+
+
+def read_report(path: str | os.PathLike, contract: Contract) -> pl.DataFrame:
+    """Read a CSV report and check it against its contract (a stale or foreign file fails loudly)."""
+    path = Path(path)
+    if not path.exists():
+        raise ContractError(f"table '{contract.name}': file {path} does not exist")
+    return conform(pl.read_csv(path, schema_overrides=contract.schema), contract)
 
 
 GROUP_ROWS = 20_000  # rows per Parquet row group of a table written in batches (`TableWriter`)

@@ -1,7 +1,9 @@
 """The run's summary: findings first, then the tables.
 
-In:  the paths of the run's tables (CSV, Parquet, the generated-questions JSON, Study C's and the judge
-     validation's Markdown), the datasets and the run's `name`.
+In:  per dataset, the run's tables and stage reports as `Shown` entries (the summary job reads each through its
+     contract): its routing pair ("" for a dataset-wide one), where it lives, its contract (or, for a JSON or
+     Markdown report, its Document: title, one line saying what it is, the columns the landing page keeps), and its
+     content (a table, or a stage's Markdown quoted as it is); the run's `name`.
 Out:
 - results/summary_<name>.md (`summary_text`): a "Findings" section of sentences generated from the tables (per
   routing pair: what always switching rescues and harms, each router's held-out result vs always-on and vs off with
@@ -12,22 +14,32 @@ Out:
 - results/summary_<name>/<dataset>.md (`dataset_text`): every table of the dataset in full, the long per-budget,
   per-router and cost tables included.
 
-Plain functions of paths and tables; the `summary` rule's job (report/jobs/summary.py) writes what they return.
-Cell text is HTML-escaped (it can hold corpus text or model output, and the report renders it as HTML). A table
-is recognized by the end of its path (`TABLES`), the path itself being written once, in its rule's `output:`.
+Plain functions of tables and values: nothing here opens a file (the `summary` rule's job, report/jobs/summary.py,
+reads the tables and writes what these return). A finding looks its tables up by their contracts' names; cell
+text is HTML-escaped (it can hold corpus text or model output, and the report renders it as HTML).
 """
 
 import html
-import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.vocabulary import FRONTIER_KINDS, FRONTIER_RULES
+from workflow_scripts.core.contracts import (
+    ANSWER_SUMMARY,
+    COMPARISONS,
+    FRONTIERS,
+    ROUTER_COMPARISONS,
+    ROUTER_POLICIES,
+    STUDY_C_PAIRED,
+    STUDY_C_PAIRED_RETRIEVAL,
+    STUDY_C_QUALITY,
+    UTILITY_REPORT,
+)
+from workflow_scripts.core.tables import Contract, Document
+from workflow_scripts.core.vocabulary import FRONTIER_RULES
 
 
 def cell(value: Any) -> str:
@@ -57,101 +69,24 @@ def flat_items(report: dict[str, Any], prefix: str = "") -> list[tuple[str, str]
     return rows
 
 
-def read_any(path: str) -> pl.DataFrame:
-    if path.endswith(".json"):
-        rows = flat_items(json.loads(Path(path).read_text()))
-        return pl.DataFrame({"key": [key for key, _ in rows], "value": [value for _, value in rows]})
-    return pl.read_parquet(path) if path.endswith(".parquet") else pl.read_csv(path)
+def report_table(report: dict[str, Any]) -> pl.DataFrame:
+    """A JSON report as a key / value table."""
+    rows = flat_items(report)
+    return pl.DataFrame({"key": [key for key, _ in rows], "value": [value for _, value in rows]})
 
 
 @dataclass(frozen=True)
-class Table:
-    """How the summary shows one kind of table: its title, one line saying what it is, and the columns the landing
-    page keeps (None: every column; () : the table is on the dataset's page only)."""
-    title: str
-    about: str
-    shown: tuple[str, ...] | None = None
+class Shown:
+    """One table or stage report of a dataset, as the summary shows it (see the module docstring)."""
+
+    pair: str
+    path: str
+    spec: Contract | Document
+    content: pl.DataFrame | str
 
 
-TABLES = {
-    "generated_questions_report.json": Table(
-        "Generated questions", "Units sampled, questions kept and failures by cause of the question generator."),
-    "metrics/summary.csv": Table(
-        "Retrieval metrics", "Mean of each measure per arm and split (ir-measures; `n` queries)."),
-    "cost/stages.csv": Table(
-        "Measured cost per stage", "Ledger totals per stage (basis: item = measured per item, job_even = the job's "
-        "benchmark seconds split evenly over its items; money at the LLM blocks' `prices`).", ()),
-    "answers/summary.csv": Table(
-        "Answers: judged quality per policy", "Judged answers per policy and the judges' mean scores; "
-        "`distinct_*` counts the different scores the judge gave (1 = it gave every answer the same).",
-        ("policy", "judged", "grounded_questions", "correctness", "faithfulness", "answer_rate",
-         "overall_unconditional", "distinct_correctness", "distinct_overall")),
-    "answers/comparisons.csv": Table(
-        "Answers: paired correctness differences", "Mean per-question difference a − b of judged correctness, "
-        "CI from a bootstrap over groups, paired permutation p.",
-        ("a", "b", "estimate", "low", "high", "p_permutation", "n", "n_groups", "win", "tie", "loss")),
-    "judging/report.md": Table("Judge validation against the reference label", "The judge's own report."),
-    "utility.csv": Table(
-        "Routing: utility distribution", "Per split: questions where switching rescues (gains), harms or ties, and "
-        "the mean metric off / always on.",
-        ("split", "measure", "n", "gains", "harms", "ties", "mean_off", "mean_on", "mean_delta", "signal_absent")),
-    "policies.csv": Table(
-        "Routing: held-out policies", "Per router: held-out metric off, always on and adaptive, trigger rate, "
-        "rescues and harms among the triggered, utility = mean(metric − c × triggered).",
-        ("router", "questions", "off", "always_on", "adaptive", "trigger_rate", "rescues", "harms",
-         "cost_per_trigger", "utility")),
-    "comparisons.csv": Table(
-        "Routing: adaptive vs always-on and vs off", "Mean per-question difference a − b on held-out, CI from a "
-        "bootstrap over groups, paired permutation p, win / tie / loss shares.", ()),
-    "frontiers.parquet": Table(
-        "Routing: budget frontiers", f"Per router, frontier ({' / '.join(FRONTIER_KINDS)}) and target usage ρ: "
-        "realized held-out usage and accuracy.", ()),
-    "audit.parquet": Table(
-        "Routing: calibration audit", "Share of router × split combinations whose held-out usage exceeds ρ.", ()),
-    "policy_costs.csv": Table(
-        "Cost: each router's frozen policy", "Mean measured seconds, token-equivalents and money (at the LLM "
-        "blocks' `prices`; empty when not priced) per held-out query by component.", ()),
-    "reuse.csv": Table(
-        "Cost: reuse vs recompute", "Triggering the alternative arm, reusing the base arm's rankings and rerank "
-        "scores or recomputing them.", ()),
-    "cost_frontiers.parquet": Table(
-        "Cost: frontier points with measured cost", "Per router, frontier and budget: usage, accuracy, seconds, "
-        "token-equivalents and money per held-out query.", ()),
-    "study_c/tables/retrieval.csv": Table(
-        "Study C: retrieval of the source paper", "Hit@1, Hit@3 and MRR@3 of the paper each query was written from, "
-        "per strategy and query type (judge-free).",
-        ("strategy", "query_type", "queries", "hit_at_1", "hit_at_3", "mrr_at_3")),
-    "study_c/tables/paired.csv": Table(
-        "Study C: judged overall vs classic", "Mean paired difference of the unconditional overall score (1–5), CI "
-        "from a bootstrap over papers.", ()),
-    "study_c/tables/paired_retrieval.csv": Table(
-        "Study C: Hit@3 vs classic", "Mean paired difference of the gold paper's Hit@3, CI from a bootstrap over "
-        "papers (judge-free).", ()),
-    "study_c/tables/quality.csv": Table("Study C: judged quality per strategy", "The judge's scores per strategy.", ()),
-    "study_c/tables/report.md": Table("Study C: strategies", "Study C's own tables (study_c/tables/*.csv).", ()),
-}
-
-
-def kind_of(path: str) -> str | None:
-    """The TABLES key whose path ends `path` (the longest that fits), or None."""
-    fits = [suffix for suffix in TABLES if path.endswith(suffix)]
-    return max(fits, key=len) if fits else None
-
-
-def dataset_of(path: str) -> str:
-    return Path(path).parts[1]  # results/<dataset>/...
-
-
-def pair_of(path: str) -> str:
-    """The routing pair of results/<dataset>/{routing,cost}/<pair>/..., else ""."""
-    parts = Path(path).parts
-    return parts[3] if len(parts) > 4 and parts[2] in ("routing", "cost") else ""
-
-
-def section_title(path: str) -> str:
-    kind = kind_of(path)
-    title = TABLES[kind].title if kind else Path(path).name
-    return f"{title} — {pair_of(path)}" if pair_of(path) else title
+def section_title(entry: Shown) -> str:
+    return f"{entry.spec.title} — {entry.pair}" if entry.pair else entry.spec.title
 
 
 # --- findings: sentences generated from the tables
@@ -278,51 +213,41 @@ def study_c_findings(paired_retrieval: pl.DataFrame, paired: pl.DataFrame, quali
     return sentences
 
 
-def findings(paths: Sequence[str], dataset: str) -> list[str]:
-    """The findings of one dataset, from the tables among `paths` (missing tables: no sentence)."""
-    mine = {}
-    for path in paths:
-        if dataset_of(path) == dataset and kind_of(path):
-            mine.setdefault(kind_of(path), {})[pair_of(path)] = path
+def findings(entries: Sequence[Shown]) -> list[str]:
+    """The findings of one dataset, from its tables (a table that is missing: no sentence)."""
+    mine: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        mine.setdefault(entry.spec.name, {})[entry.pair] = entry.content
     sentences = []
-    for pair, path in mine.get("utility.csv", {}).items():
-        if pair in mine.get("policies.csv", {}) and pair in mine.get("comparisons.csv", {}):
-            frontiers = mine.get("frontiers.parquet", {}).get(pair)
-            sentences += routing_findings(pair, pl.read_csv(path), pl.read_csv(mine["policies.csv"][pair]),
-                                          pl.read_csv(mine["comparisons.csv"][pair]),
-                                          pl.read_parquet(frontiers) if frontiers else None)
-    if "answers/comparisons.csv" in mine and "answers/summary.csv" in mine:
-        sentences += judged_findings(pl.read_csv(mine["answers/summary.csv"][""]),
-                                     pl.read_csv(mine["answers/comparisons.csv"][""]))
-    study_c = ("study_c/tables/paired_retrieval.csv", "study_c/tables/paired.csv", "study_c/tables/quality.csv")
-    if all(kind in mine for kind in study_c):
-        sentences += study_c_findings(*(pl.read_csv(mine[kind][""]) for kind in study_c))
+    for pair, utility in mine.get(UTILITY_REPORT.name, {}).items():
+        if pair in mine.get(ROUTER_POLICIES.name, {}) and pair in mine.get(ROUTER_COMPARISONS.name, {}):
+            sentences += routing_findings(pair, utility, mine[ROUTER_POLICIES.name][pair],
+                                          mine[ROUTER_COMPARISONS.name][pair], mine.get(FRONTIERS.name, {}).get(pair))
+    if COMPARISONS.name in mine and ANSWER_SUMMARY.name in mine:
+        sentences += judged_findings(mine[ANSWER_SUMMARY.name][""], mine[COMPARISONS.name][""])
+    study_c = (STUDY_C_PAIRED_RETRIEVAL.name, STUDY_C_PAIRED.name, STUDY_C_QUALITY.name)
+    if all(name in mine for name in study_c):
+        sentences += study_c_findings(*(mine[name][""] for name in study_c))
     return sentences
 
 
 # --- the pages
 
 
-def table_lines(path: str, full: bool) -> list[str]:
+def table_lines(entry: Shown, full: bool) -> list[str]:
     """One table's section: title, what it is, where it lives, and the table (trimmed on the landing page)."""
-    kind = kind_of(path)
-    spec = TABLES.get(kind) if kind else None
-    lines = [f"### {cell(section_title(path))}", ""]
-    if spec:
-        lines += [spec.about, ""]
-    lines += [f"`{path}`", ""]
-    if path.endswith(".md"):  # a stage's own Markdown tables (Study C, judge validation), quoted as they are
-        return lines + [Path(path).read_text(), ""]
-    table = read_any(path)
-    if not full and spec and spec.shown:
-        table = table.select([name for name in spec.shown if name in table.columns])
+    lines = [f"### {cell(section_title(entry))}", "", entry.spec.about, "", f"`{entry.path}`", ""]
+    if isinstance(entry.content, str):  # a stage's own Markdown tables (Study C, judge validation), quoted as they are
+        return lines + [entry.content, ""]
+    table = entry.content
+    if not full and entry.spec.landing:
+        table = table.select([name for name in entry.spec.landing if name in table.columns])
     return lines + [f"n = {table.height} rows" if table.height else "(no rows)", "",
                     *([markdown_table(table), ""] if table.height else [])]
 
 
-def on_landing(path: str) -> bool:
-    kind = kind_of(path)
-    return not (kind and TABLES[kind].shown == ())
+def on_landing(entry: Shown) -> bool:
+    return entry.spec.landing != ()
 
 
 def dataset_page(name: str, dataset: str) -> str:
@@ -335,44 +260,41 @@ ABOUT_FINDINGS = ("Generated from the tables (CIs from a bootstrap over groups �
                   "paired permutation test).")
 
 
-def all_findings(paths: Sequence[str], datasets: Sequence[str]) -> dict[str, list[str]]:
-    """Dataset → its findings, for each dataset with a table among `paths`."""
-    present = [dataset for dataset in datasets if any(dataset_of(path) == dataset for path in paths)]
-    return {dataset: findings(paths, dataset) or [NO_FINDINGS] for dataset in present}
+def all_findings(shown: Mapping[str, Sequence[Shown]]) -> dict[str, list[str]]:
+    """Dataset → its findings, for each dataset with a table to show."""
+    return {dataset: findings(entries) or [NO_FINDINGS] for dataset, entries in shown.items() if entries}
 
 
-def findings_rst(paths: Sequence[str], datasets: Sequence[str]) -> str:
+def findings_rst(shown: Mapping[str, Sequence[Shown]]) -> str:
     """The findings in reStructuredText, for the landing page of `snakemake --report` (report/workflow.rst)."""
     lines = [ABOUT_FINDINGS, ""]
-    for dataset, sentences in all_findings(paths, datasets).items():
+    for dataset, sentences in all_findings(shown).items():
         lines += [f"**{dataset}**", ""] + [f"- {sentence.replace('`', '``')}" for sentence in sentences] + [""]
     return "\n".join(lines)
 
 
-def summary_text(paths: Sequence[str], datasets: Sequence[str], name: str) -> str:
+def summary_text(shown: Mapping[str, Sequence[Shown]], name: str) -> str:
     """results/summary_<name>.md: findings per dataset, then per dataset its headline tables."""
-    by_dataset = all_findings(paths, datasets)
+    by_dataset = all_findings(shown)
     lines = [f"# ragfrontier results: {cell(name)}", "", "## Findings", "", ABOUT_FINDINGS, ""]
     for dataset, sentences in by_dataset.items():
         lines += [f"**{cell(dataset)}**", ""] + [f"- {cell(sentence)}" for sentence in sentences] + [""]
-    present = list(by_dataset)
-    for dataset in present:
+    for dataset in by_dataset:
         lines += [f"## {cell(dataset)}", "",
                   f"Every table of this dataset in full, the per-budget, per-router and cost tables included: "
                   f"[{dataset_page(name, dataset)}]({dataset_page(name, dataset)}). Cost columns are measured wall "
                   "seconds and token-equivalents priced by `costs.prices`.", ""]
-        for path in paths:
-            if dataset_of(path) == dataset and on_landing(path):
-                lines += table_lines(path, full=False)
+        for entry in shown[dataset]:
+            if on_landing(entry):
+                lines += table_lines(entry, full=False)
     return "\n".join(lines)
 
 
-def dataset_text(paths: Sequence[str], dataset: str, name: str) -> str:
+def dataset_text(entries: Sequence[Shown], dataset: str, name: str) -> str:
     """results/summary_<name>/<dataset>.md: every table of the dataset in full."""
     lines = [f"# ragfrontier results: {cell(name)} — {cell(dataset)}", "",
              f"Every table of the dataset in full (the findings: [summary_{name}.md](../summary_{name}.md)). Cost "
              "columns are measured wall seconds and token-equivalents priced by `costs.prices`.", ""]
-    for path in paths:
-        if dataset_of(path) == dataset:
-            lines += table_lines(path, full=True)
+    for entry in entries:
+        lines += table_lines(entry, full=True)
     return "\n".join(lines)

@@ -1,27 +1,52 @@
 """Rule summary: results/summary_<name>.md (report/summary.py).
 
-In:  the CSV and Parquet tables the studies produce (retrieval metrics, answers, routing policies, comparisons,
-     audit, measured cost per stage, per policy and with / without reuse), per dataset, Study C's own Markdown
-     tables (study_c/tables/report.md) when Study C runs, the judge validation's report, and the
-     generated-questions report (JSON) of a dataset with `generate_questions`; params: the datasets and `name`.
+In:  every table and stage report the summary shows (retrieval metrics, answers, routing policies, comparisons,
+     frontiers, audit, measured cost per stage, per policy and with / without reuse, Study C's tables and its own
+     Markdown, the judge validation's report, the generated-questions report); params: `tables`, per input in
+     order its dataset, routing pair and contract (or Document), the datasets and `name`.
 Out: results/summary_<name>.md (config `name`, one per study config): generated findings, then the headline tables;
      results/summary_<name>/<dataset>.md: every table of the dataset in full; results/summary_<name>/findings.rst:
      the findings for the landing page of `snakemake --report` (report/workflow.rst includes it).
 """
 
+import json
+from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from workflow_scripts.core.atomic import write_text_atomic
+from workflow_scripts.core.contracts import metrics_summary_report
+from workflow_scripts.core.tables import Contract, Document, read_report, read_table
 from workflow_scripts.jobs.runtime import run_job
-from workflow_scripts.report.summary import dataset_text, findings_rst, summary_text
+from workflow_scripts.report.summary import Shown, dataset_text, findings_rst, report_table, summary_text
+
+METRICS_SUMMARY_REPORT = metrics_summary_report(()).name
+
+
+def content(path: str, spec: Contract | Document) -> pl.DataFrame | str:
+    """The table at `path` read through its contract, or a stage report: JSON as a key / value table, Markdown as
+    its text. The retrieval metrics' contract has a column per measure the arms measured (the file's header)."""
+    if isinstance(spec, Document):
+        text = Path(path).read_text(encoding="utf-8")
+        return report_table(json.loads(text)) if path.endswith(".json") else text
+    if path.endswith(".parquet"):
+        return read_table(path, spec)
+    if spec.name == METRICS_SUMMARY_REPORT:
+        fixed = set(metrics_summary_report(()).columns)
+        spec = metrics_summary_report([name for name in pl.read_csv(path, n_rows=0).columns if name not in fixed])
+    return read_report(path, spec)
 
 
 def main(smk: Any) -> None:
-    paths, name = list(smk.input), smk.params.name
-    for dataset, page in zip(smk.params.datasets, smk.output.pages, strict=True):
-        write_text_atomic(dataset_text(paths, dataset, name), page)
-    write_text_atomic(findings_rst(paths, smk.params.datasets), smk.output.findings)
-    write_text_atomic(summary_text(paths, smk.params.datasets, name), smk.output.summary)
+    name, datasets = smk.params.name, smk.params.datasets
+    shown: dict[str, list[Shown]] = {dataset: [] for dataset in datasets}
+    for entry, path in zip(smk.params.tables, smk.input, strict=True):
+        shown[entry["dataset"]].append(Shown(entry["pair"], path, entry["spec"], content(path, entry["spec"])))
+    for dataset, page in zip(datasets, smk.output.pages, strict=True):
+        write_text_atomic(dataset_text(shown[dataset], dataset, name), page)
+    write_text_atomic(findings_rst(shown), smk.output.findings)
+    write_text_atomic(summary_text(shown, name), smk.output.summary)
 
 
 if __name__ == "__main__":
