@@ -122,6 +122,31 @@ def test_a_table_written_in_batches_is_the_same_file_whatever_the_batches(tmp_pa
     assert (tmp_path / "small.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
 
 
+def test_a_table_written_with_batch_groups_has_one_row_group_per_batch(tmp_path):
+    """`batch_groups`: the caller's batches are the row groups, an empty one included; one batch is the file
+    `write_table` writes; `finish` completes the file for reading back before it moves into place."""
+    import pyarrow.parquet as pq
+
+    table = pl.DataFrame({"qid": [f"q{i}" for i in range(7)], "unit_id": ["u"] * 7, "rank": [1] * 7,
+                          "score": [0.5] * 7})
+    target = tmp_path / "run.parquet"
+    with TableWriter(target, RANKING, batch_groups=True) as writer:
+        for start, size in ((0, 3), (3, 0), (3, 4)):
+            writer.write(table.slice(start, size))
+        assert writer.finish().collect().equals(conform(table, RANKING)) and not target.exists()
+    stored = pq.ParquetFile(target).metadata
+    assert [stored.row_group(i).num_rows for i in range(stored.num_row_groups)] == [3, 0, 4]
+    with TableWriter(tmp_path / "one.parquet", RANKING, batch_groups=True) as writer:
+        writer.write(table)
+    write_table(table, tmp_path / "whole.parquet", RANKING)
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    with pytest.raises(ContractError, match=r"1 duplicated qid/unit_id values: \('q1', 'u'\)"):
+        with TableWriter(target, RANKING, batch_groups=True) as writer:
+            writer.write(table)
+            writer.write(table.slice(1, 1))
+    assert read_table(target, RANKING).equals(conform(table, RANKING))  # the previous version stays
+
+
 def test_a_table_written_in_batches_checks_every_batch_and_the_key_across_them(tmp_path, monkeypatch):
     monkeypatch.setattr(tables, "GROUP_ROWS", 10)
     table = pl.DataFrame({"qid": [f"q{i}" for i in range(25)], "unit_id": ["u"] * 25, "rank": [1] * 25,

@@ -255,8 +255,7 @@ def test_no_rule_name_is_spelled_outside_the_rules_and_job_modules():
     assert spelled == []
 
 
-# ParquetSink streams the units table in batches that UnitBatches conforms to UNITS first (ingest/stage.py)
-RAW_PARQUET_WRITERS = {"workflow_scripts.core.tables", "workflow_scripts.core.atomic", "workflow_scripts.ingest.stage"}
+RAW_PARQUET_WRITERS = {"workflow_scripts.core.tables", "workflow_scripts.core.atomic"}
 
 
 def test_every_table_is_written_through_its_contract():

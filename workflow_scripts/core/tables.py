@@ -194,17 +194,23 @@ class TableWriter:
 
     Every batch is conformed. Rows are cut into row groups of exactly `GROUP_ROWS` (the last one shorter) whatever
     batch sizes the caller writes, so any two writers given the same rows in the same order write the same bytes;
-    a table of at most one row group is written by polars at the end, the very file `write_table` writes. The key
-    is checked over the whole table: a 64-bit hash per row is kept, and when two collide the keys themselves are
-    read back and checked, which raises the duplicates message `write_table` would."""
+    a table of at most one row group is written by polars at the end, the very file `write_table` writes. With
+    `batch_groups`, each batch written is one row group instead, an empty one included (the caller sizes them: the
+    ingest stage cuts the units by count and text size); a table written in one batch is written by polars. The key
+    is checked over the whole table when the block ends: a 64-bit hash per row is kept, and when two collide the
+    keys themselves are read back and checked, which raises the duplicates message `write_table` would.
 
-    def __init__(self, path: str | os.PathLike, contract: Contract) -> None:
-        self.path, self.contract = Path(path), contract
+    `finish()` completes the file before the block ends and returns it lazily, to be read back (as the temporary
+    file, which moves into place when the block ends)."""
+
+    def __init__(self, path: str | os.PathLike, contract: Contract, batch_groups: bool = False) -> None:
+        self.path, self.contract, self.batch_groups = Path(path), contract, batch_groups
         self.pending: list[pl.DataFrame] = []
         self.pending_rows = 0
         self.hashes: list[pl.Series] = []
         self.writer: Any = None
         self.arrow_schema: Any = None
+        self.finished = False
 
     def __enter__(self) -> TableWriter:
         self.atomic = atomic_file(self.path)
@@ -214,41 +220,57 @@ class TableWriter:
     def write(self, batch: pl.DataFrame) -> None:
         """Append rows (any number, zero included)."""
         batch = conform(batch, self.contract)
-        if batch.height == 0:
+        if batch.height == 0 and not self.batch_groups:
             return
         self.hashes.append(batch.select(pl.struct(self.contract.key).hash())[:, 0])
         self.pending.append(batch)
         self.pending_rows += batch.height
+        if self.batch_groups:
+            if self.writer is not None or len(self.pending) > 1:  # not the only batch
+                for group in self.pending:
+                    self._write_group(group)
+                self.pending, self.pending_rows = [], 0
+            return
         while self.pending_rows > GROUP_ROWS:  # a full group and at least one row after it: not the only group
             self._flush(GROUP_ROWS)
 
     def _flush(self, rows: int) -> None:
-        import pyarrow.parquet as pq
-
         pending = pl.concat(self.pending, rechunk=False)
         group, rest = pending.head(rows), pending.slice(rows)
+        self._write_group(group)
+        self.pending, self.pending_rows = ([rest] if rest.height else []), rest.height
+
+    def _write_group(self, group: pl.DataFrame) -> None:
+        """One row group of `group`'s rows, through pyarrow's writer (opened, and pyarrow imported, at the first)."""
         if self.writer is None:
+            import pyarrow.parquet as pq
+
             self.arrow_schema = conform(pl.DataFrame(schema=self.contract.schema), self.contract).to_arrow().schema
             self.writer = pq.ParquetWriter(self.temporary, self.arrow_schema, compression="zstd",
                                            write_statistics=True)
-        self.writer.write_table(group.to_arrow().cast(self.arrow_schema), row_group_size=rows)
-        self.pending, self.pending_rows = ([rest] if rest.height else []), rest.height
+        self.writer.write_table(group.to_arrow().cast(self.arrow_schema), row_group_size=max(group.height, 1))
 
     def _check_keys(self) -> None:
         hashes = pl.concat(self.hashes, rechunk=False) if self.hashes else pl.Series([], dtype=pl.UInt64)
+        self.hashes = []
         if hashes.n_unique() == hashes.len():
             return
-        conform(pl.read_parquet(self.temporary, columns=list(self.contract.key)), self.contract.select(*self.contract.key))
+        del hashes
+        key = self.contract.select(*self.contract.key)
+        conform(pl.read_parquet(self.temporary, columns=list(key.columns)), key)
 
-    def _finish(self) -> None:
-        if self.writer is None:
-            table = pl.concat(self.pending) if self.pending else pl.DataFrame(schema=self.contract.schema)
-            conform(table, self.contract).write_parquet(self.temporary, compression="zstd", statistics=True)
-        else:
-            while self.pending_rows:
-                self._flush(min(self.pending_rows, GROUP_ROWS))
-            self._close()
-        self._check_keys()
+    def finish(self) -> pl.LazyFrame:
+        """Write the rows still pending and close the file; the written table, lazily (no more `write` after)."""
+        if not self.finished:
+            if self.writer is None:
+                table = pl.concat(self.pending) if self.pending else pl.DataFrame(schema=self.contract.schema)
+                conform(table, self.contract).write_parquet(self.temporary, compression="zstd", statistics=True)
+            else:
+                while self.pending_rows:
+                    self._flush(min(self.pending_rows, GROUP_ROWS))
+                self._close()
+            self.pending, self.pending_rows, self.finished = [], 0, True
+        return pl.scan_parquet(self.temporary)
 
     def _close(self) -> None:
         if self.writer is not None:
@@ -258,7 +280,8 @@ class TableWriter:
     def __exit__(self, kind: Any, error: Any, trace: Any) -> bool:
         try:
             if kind is None:
-                self._finish()
+                self.finish()
+                self._check_keys()
         except BaseException:
             self._close()
             self.atomic.__exit__(*sys.exc_info())  # deletes the partial file

@@ -9,38 +9,39 @@ Out: `units.parquet`, `questions.parquet`, `qrels.parquet` (schemas in `contract
 
 Bounded memory: the adapter's stream (`adapters.registry.STREAMS`) yields the units one by one while it reads
 the corpus; they are checked and written in batches of `BATCH_UNITS` rows (fewer when their texts reach
-`BATCH_TEXT` characters), one Parquet row group each, into the atomic temporary file of `units.parquet`, so the
-job holds one batch of units, never the corpus. Kept across batches: the unit ids (the uniqueness check over a
-stream needs every id; ids are short) — the report's and the checks' other figures are read back from the written
-file, a column at a time. Questions and qrels are built in memory (small next to a corpus). `build` takes any sink
-with `write(batch)` and `finish() -> LazyFrame` (the tests keep the batches in memory).
+`BATCH_TEXT` characters), one Parquet row group each, by the units table's `tables.TableWriter` (into the
+atomic temporary file of `units.parquet`), so the job holds one batch of units, never the corpus. Kept across
+batches: a hash of every unit id (the uniqueness check over a stream needs every id) — the report's and the checks'
+other figures are read back from the written file, a column at a time. Questions and qrels are built in memory
+(small next to a corpus). `build` takes any sink with `write(batch)` and `finish() -> LazyFrame`, as
+`TableWriter` has them (the tests keep the batches in memory).
 
 Shared clean-up after every adapter:
 - unit text is stripped; units with empty text are dropped and counted (`units_empty_dropped`);
 - duplicate unit ids or question ids stop the run with an error listing a few of them (unit ids over the whole
-  stream, once it is read: the message is the one `tables.conform` gives for the whole table);
+  stream, once it is read, the empty units' too, before the writer checks the key of the written ones: the
+  message is the one `tables.conform` gives for the whole table);
 - an empty corpus, or an empty question set of a format that has questions (not the corpus-only formats
   `registry.CORPUS_ONLY`), stops the run, and so does an id that is empty or contains whitespace or
   control characters (tab, newline: run files and TREC files separate their fields by whitespace);
 - qrels naming unknown units or questions are kept (they are real judgments: recall counts them) and counted
   as warnings (`qrels_unknown_units`, `qrels_unknown_questions`).
-Every batch is checked with `tables.conform` as the adapter gave it and again as written; a batch that breaks
+Every batch is checked with `tables.conform` as the adapter gave it and again by the writer; a batch that breaks
 the units contract in another way than a repeated id (a null, a kind outside the enumeration: adapter bugs, not
 input) stops the run at that batch, and the message counts that batch's rows.
 """
 
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.atomic import atomic_file, write_json_atomic
+from workflow_scripts.core.atomic import write_json_atomic
 from workflow_scripts.core.contracts import GENERATED_QUESTIONS, QRELS, QUESTIONS, UNITS
-from workflow_scripts.core.tables import ContractError, conform, frame, read_table, write_table
+from workflow_scripts.core.tables import ContractError, TableWriter, conform, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.ingest.adapters import Ingested, Units
 from workflow_scripts.ingest.adapters.registry import CORPUS_ONLY, adapter_for, stream_for
@@ -61,44 +62,6 @@ class Tables:
     qrels: pl.DataFrame
     counts: dict[str, int]
     notes: dict[str, str]
-
-
-class ParquetSink:
-    """Writes the unit batches to one zstd Parquet file (with statistics) at `path`. A single batch (a small
-    corpus) is written by polars at `finish`, the very file `tables.write_table` writes; from the second batch
-    on, each batch is one row group of a pyarrow `ParquetWriter` (pyarrow is imported only then)."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = path
-        self.first: pl.DataFrame | None = None
-        self.writer = None
-        self.schema = None
-
-    def write(self, batch: pl.DataFrame) -> None:
-        if self.writer is None and self.first is None:
-            self.first = batch
-            return
-        if self.writer is None:
-            import pyarrow.parquet as pq
-
-            self.schema = frame([], UNITS).to_arrow().schema
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", write_statistics=True)
-            self.writer.write_table(self.first.to_arrow().cast(self.schema))
-            self.first = None
-        self.writer.write_table(batch.to_arrow().cast(self.schema))
-
-    def finish(self) -> pl.LazyFrame:
-        if self.writer is None:
-            first = frame([], UNITS) if self.first is None else self.first
-            first.write_parquet(self.path, compression="zstd", statistics=True)
-            self.first = None
-        self.close()
-        return pl.scan_parquet(self.path)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
 
 
 class UnitBatches:
@@ -128,7 +91,7 @@ class UnitBatches:
         self.empty += empty.height
         if empty.height:
             self.unwritten.append(empty["unit_id"])
-        self.sink.write(conform(batch.filter(pl.col("text") != ""), UNITS))
+        self.sink.write(batch.filter(pl.col("text") != ""))
 
     def check_ids(self, written: pl.LazyFrame) -> None:
         """Every unit id read (empty units' too) checked against the units key. Distinct hashes prove the ids
@@ -152,7 +115,8 @@ def generated_tables(dataset: str, generated: pl.DataFrame) -> tuple[pl.DataFram
         pl.lit([], dtype=pl.List(pl.String())).alias("unaligned_evidence"),
         pl.lit(None, dtype=pl.String()).alias("meta"),
     )
-    qrels = generated.select("qid", pl.col("source_unit_id").alias("unit_id"), pl.lit(1, dtype=pl.Int32).alias("relevance"))
+    qrels = generated.select("qid", pl.col("source_unit_id").alias("unit_id"),
+                             pl.lit(1, dtype=pl.Int32).alias("relevance"))
     return conform(questions, QUESTIONS), conform(qrels, QRELS)
 
 
@@ -276,13 +240,9 @@ def ingest_dataset(
     the questions, the qrels and the report. `generated`: the dataset's GENERATED_QUESTIONS file, if it has one.
     Returns the report."""
     questions = read_table(generated, GENERATED_QUESTIONS) if generated else None
-    with atomic_file(outputs["units"]) as temporary:
-        sink = ParquetSink(temporary)
-        try:
-            tables = build(dataset, spec, sink, questions)
-            summary = report(tables)  # reads the written units before the file moves into place
-        finally:
-            sink.close()
+    with TableWriter(outputs["units"], UNITS, batch_groups=True) as units:
+        tables = build(dataset, spec, units, questions)
+        summary = report(tables)  # reads the written units before the file moves into place
     log_warnings(dataset, tables.counts, tables.notes)
     write_table(tables.questions, outputs["questions"], QUESTIONS)
     write_table(tables.qrels, outputs["qrels"], QRELS)
