@@ -112,6 +112,21 @@ def test_routing_findings_say_what_switching_and_the_best_router_did():
     assert tie == "Δ +0.000 (90% CI -0.100 to +0.100, p = 1), the CI includes 0"
 
 
+def test_a_ci_and_a_p_that_disagree_say_so_and_few_groups_state_their_smallest_p():
+    row = {"estimate": -0.089, "low": -0.179, "high": -0.018, "p_permutation": 0.14, "confidence": 0.95,
+           "n_groups": 25, "p_floor": 2 / 2001}
+    assert summary.interval(row) == ("Δ -0.089 (95% CI -0.179 to -0.018, p = 0.14), the CI excludes 0 but p ≥ 0.05: "
+                                     "the two tests disagree")
+    assert summary.interval(row | {"low": -0.2, "high": 0.01, "p_permutation": 0.02}).endswith(
+        "the CI includes 0 but p < 0.05: the two tests disagree")
+    assert summary.interval(row | {"p_permutation": 0.001}) == "Δ -0.089 (95% CI -0.179 to -0.018, p = 0.001)"
+    few = row | {"low": -0.3, "high": 0.1, "p_permutation": 0.5, "n_groups": 3, "p_floor": 0.25}
+    assert summary.interval(few) == ("Δ -0.089 (95% CI -0.300 to +0.100, p = 0.5), the CI includes 0; with 3 groups p "
+                                     "cannot fall below 0.25")
+    study_c = {"delta": 0.1, "low": 0.02, "high": 0.2, "p_permutation": 0.25, "papers": 3, "p_floor": 0.25}
+    assert summary.interval(study_c, "delta").endswith("the two tests disagree; with 3 groups p cannot fall below 0.25")
+
+
 def test_judged_and_study_c_findings_flag_a_constant_judge():
     answers = pl.DataFrame({"policy": ["keep", "hybrid"], "distinct_correctness": [1, 1]})
     comparisons = pl.DataFrame({"a": ["hybrid"], "b": ["keep"], "estimate": [0.0], "low": [0.0], "high": [0.0],
@@ -126,12 +141,13 @@ def test_judged_and_study_c_findings_flag_a_constant_judge():
                               "papers": [50, 50], "delta": [-0.1, -0.25], "low": [-0.3, -0.4], "high": [0.1, -0.1],
                               "p_permutation": [0.4, 0.002]})
     judged = retrieval.with_columns(pl.Series("queries", [48, 96]), pl.Series("delta", [0.0, 0.0]),
-                                    pl.Series("low", [0.0, 0.0]), pl.Series("high", [0.0, 0.0]))
+                                    pl.Series("low", [0.0, 0.0]), pl.Series("high", [0.0, 0.0]),
+                                    pl.Series("p_permutation", [1.0, 1.0]))
     quality = pl.DataFrame({"strategy": ["classic", "fusion"], "query_type": ["all", "all"], "distinct_overall": [1, 1]})
     fusion, constant = summary.study_c_findings(retrieval, judged, quality)
     assert fusion == ("Study C `fusion` vs classic: Hit@3 over 100 queries of 50 papers Δ -0.250 (95% CI -0.400 to "
                       "-0.100, p = 0.002); judged overall (1–5) over 96 judged queries Δ +0.000 (95% CI +0.000 to "
-                      "+0.000, p = 0.002), the CI includes 0.")
+                      "+0.000, p = 1), the CI includes 0.")
     assert constant.startswith("The quality judge gave every Study C answer the same overall score")
 
 

@@ -8,7 +8,13 @@ import pytest
 from workflow_scripts.core.contracts import COMPARISONS
 from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.stats.paired import compare_policies, group_bootstrap, group_permutation_test, win_tie_loss
+from workflow_scripts.stats.paired import (
+    compare_policies,
+    group_bootstrap,
+    group_permutation_test,
+    smallest_p,
+    win_tie_loss,
+)
 
 
 def test_two_equal_groups_give_the_hand_computed_percentile_interval():
@@ -103,3 +109,16 @@ def test_percentile_interval_covers_the_true_mean_difference():
         result = group_bootstrap(values, groups, B=2000, seed=index)
         covered += result.low <= truth <= result.high
     assert 0.93 <= covered / datasets <= 0.97, covered / datasets
+
+
+def test_the_smallest_attainable_p_is_reached_and_never_undercut():
+    """Three groups that all favour a: the exact test's p is its floor 2^(1-3) = 0.25, however large the effect; with
+    more groups than B's exact limit the floor is 2 / (B + 1). compare_policies records it as p_floor."""
+    values, groups = [5.0, 6.0, 7.0, 8.0], ["a", "b", "c", "c"]
+    assert group_permutation_test(values, groups, B=2000) == smallest_p(3, 2000) == 0.25
+    assert smallest_p(2, 2000) == 0.5 and smallest_p(11, 2000) == pytest.approx(2 / 2001)
+    many = np.arange(1.0, 41.0)
+    assert group_permutation_test(many, np.arange(40), B=999, seed=1) == pytest.approx(smallest_p(40, 999))
+    table = pl.DataFrame({"group_id": groups, "x": values, "y": [0.0] * 4})
+    row = compare_policies(table, [("x", "y")]).row(0, named=True)
+    assert row["p_floor"] == 0.25 == row["p_permutation"] and row["low"] > 0  # the CI excludes 0, the p cannot

@@ -521,6 +521,8 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
         "p_permutation": Column(pl.Float64(), doc="two-sided p-value of a paired permutation test: the sign of each "
                                 "group's summed a − b flipped (exact over all 2^groups patterns when ≤ resamples, "
                                 "else `resamples` seeded patterns)"),
+        "p_floor": Column(pl.Float64(), doc="the smallest p the permutation test can give with these groups: "
+                          "2^(1 − groups) when exact, else 2 / (resamples + 1)"),
         "confidence": Column(pl.Float64()),
         "method": Column(pl.String(), doc="percentile | bca"),
         "resamples": Column(pl.Int64()),
@@ -535,7 +537,7 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
     title="Answers: paired correctness differences",
     about="Mean per-question difference a − b of judged correctness, CI from a bootstrap over groups, paired "
           "permutation p.",
-    landing=("a", "b", "estimate", "low", "high", "p_permutation", "n", "n_groups", "win", "tie", "loss"),
+    landing=("a", "b", "estimate", "low", "high", "p_permutation", "p_floor", "n", "n_groups", "win", "tie", "loss"),
 )
 
 
@@ -898,6 +900,8 @@ PAIRED_VS_CLASSIC = {
     "high": Column(pl.Float64(), nullable=True),
     "p_permutation": Column(pl.Float64(), nullable=True, doc="two-sided paired permutation p, each paper's summed "
                             "difference flipped (null: fewer than 2 papers)"),
+    "p_floor": Column(pl.Float64(), nullable=True, doc="the smallest p the test can give with these papers "
+                      "(stats/paired.py smallest_p)"),
     "win": Column(pl.Float64(), nullable=True, doc="share of queries with strategy > classic"),
     "tie": Column(pl.Float64(), nullable=True),
     "loss": Column(pl.Float64(), nullable=True),

@@ -107,12 +107,25 @@ def p_value(value: Any) -> str:
 
 
 def interval(row: dict[str, Any], estimate: str = "estimate") -> str:
-    """"Δ +0.012 (95% CI −0.03 to +0.05, p = 0.6)" plus a plain flag when the interval includes 0."""
-    low, high = row.get("low"), row.get("high")
-    level = f"{round(100 * row['confidence'])}% CI" if row.get("confidence") else "95% CI"
-    text = f"Δ {signed(row[estimate])} ({level} {signed(low)} to {signed(high)}, p = {p_value(row.get('p_permutation'))})"
-    if low is not None and high is not None and low <= 0 <= high:
-        text += ", the CI includes 0"
+    """"Δ +0.012 (95% CI −0.03 to +0.05, p = 0.6)", then what the two tests say together: "the CI includes 0" when
+    both find nothing, a plain "the two tests disagree" when the interval and the permutation p fall on different
+    sides of the level (docs/statistics.md), and the smallest p the groups allow when it is above the level."""
+    low, high, p = row.get("low"), row.get("high"), row.get("p_permutation")
+    confidence = row.get("confidence") or 0.95
+    alpha = 1 - confidence
+    text = (f"Δ {signed(row[estimate])} ({round(100 * confidence)}% CI {signed(low)} to {signed(high)}, "
+            f"p = {p_value(p)})")
+    if low is not None and high is not None:
+        outside = excludes_zero(row) != 0
+        if not outside and (p is None or p >= alpha):
+            text += ", the CI includes 0"
+        elif outside and p is not None and p >= alpha:
+            text += f", the CI excludes 0 but p ≥ {alpha:.2g}: the two tests disagree"
+        elif not outside:
+            text += f", the CI includes 0 but p < {alpha:.2g}: the two tests disagree"
+    floor, groups = row.get("p_floor"), row.get("n_groups", row.get("papers"))
+    if floor is not None and floor >= alpha:
+        text += f"; with {groups} groups p cannot fall below {p_value(floor)}"
     return text
 
 

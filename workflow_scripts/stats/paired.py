@@ -27,6 +27,14 @@ the group's summed difference. scipy.stats.permutation_test (permutation_type="s
 group sums, i.e. sign flips) compares the observed Σ_groups Σ d (∝ the pooled mean) with its sign-flip
 distribution: exact (all 2^G sign patterns) when 2^G ≤ B, else B random patterns with a fixed seed (each tail
 (hits + 1) / (B + 1), so never 0); two-sided p = min(1, 2 × the smaller tail). All-zero differences give p = 1.
+With few groups the test cannot reach a small p whatever the data: exact, the observed pattern and its mirror are 2
+of 2^G, so p ≥ 2^(1 − G) (0.25 with 3 groups); sampled, p ≥ 2 / (B + 1). `smallest_p` gives that floor (column
+p_floor), so a reader can tell "no effect" from "too few groups to tell".
+
+The interval and the p come from different procedures (a resampling interval; an exact randomization test), so
+they can disagree at the stated level: a percentile interval that excludes 0 beside a p above 1 − confidence, as
+with few or very unequal groups, where the bootstrap's spread shrinks by (G − 1) / G. The findings say so when
+they do (report/summary.py) rather than pick the friendlier of the two.
 
 For users: docs/statistics.md, "Bootstrap over groups" and "Paired permutation test".
 """
@@ -109,6 +117,11 @@ def group_permutation_test(values: Any, groups: Any, B: int = 2000, seed: int = 
     return float(result.pvalue)
 
 
+def smallest_p(n_groups: int, B: int) -> float:
+    """The smallest two-sided p `group_permutation_test` can return with `n_groups` groups and B resamples."""
+    return min(1.0, 2.0 ** (1 - n_groups)) if 2 ** n_groups <= B else 2.0 / (B + 1)
+
+
 def win_tie_loss(a: Any, b: Any) -> tuple[float, float, float]:
     """Shares of queries where a > b, a == b, a < b."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -137,6 +150,7 @@ def compare_policies(table: pl.DataFrame, pairs: Sequence[tuple[str, str]], grou
         p_permutation = group_permutation_test(left - right, table[group].to_numpy(), B, seed)
         win, tie, loss = win_tie_loss(left, right)
         rows.append({"a": a, "b": b, "estimate": interval.estimate, "low": interval.low, "high": interval.high,
-                     "p_permutation": p_permutation, "confidence": confidence, "method": method, "resamples": B, "n": interval.n,
+                     "p_permutation": p_permutation, "p_floor": smallest_p(interval.n_groups, B),
+                     "confidence": confidence, "method": method, "resamples": B, "n": interval.n,
                      "n_groups": interval.n_groups, "win": win, "tie": tie, "loss": loss})
     return pl.DataFrame(rows, schema=COMPARISONS.schema)

@@ -41,7 +41,7 @@ from workflow_scripts.core.contracts import SCORE_BASES, STUDY_C_METRICS, STUDY_
 from workflow_scripts.core.tables import frame
 from workflow_scripts.cost.ledger import money_of
 from workflow_scripts.judging import judges
-from workflow_scripts.stats.paired import group_bootstrap, group_permutation_test, win_tie_loss
+from workflow_scripts.stats.paired import group_bootstrap, group_permutation_test, smallest_p, win_tie_loss
 
 log = logging.getLogger("ragfrontier.study_c")
 
@@ -158,8 +158,8 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
     for strategy, kind, rows_ in cells(table, [name for name in strategies if name != BASELINE]):
         both = rows_.join(base, on="qid")
         row = {"strategy": strategy, "query_type": kind, "queries": both.height, "papers": both["paper_id"].n_unique(),
-               "delta": None, "low": None, "high": None, "p_permutation": None, "win": None, "tie": None,
-               "loss": None}
+               "delta": None, "low": None, "high": None, "p_permutation": None, "p_floor": None, "win": None,
+               "tie": None, "loss": None}
         if both.height:
             scores, baseline = both["measure"].cast(pl.Float64).to_numpy(), both["base"].cast(pl.Float64).to_numpy()
             row["win"], row["tie"], row["loss"] = win_tie_loss(scores, baseline)
@@ -170,6 +170,7 @@ def paired(table: pl.DataFrame, strategies: Sequence[str], resamples: int, confi
                 row["low"], row["high"] = interval.low, interval.high
                 row["p_permutation"] = group_permutation_test(scores - baseline, both["paper_id"].to_numpy(),
                                                               resamples, seed)
+                row["p_floor"] = smallest_p(interval.n_groups, resamples)
         rows.append(row)
     return frame(rows, STUDY_C_PAIRED)
 
