@@ -58,6 +58,8 @@ rule judge_validation:
         judged="results/{dataset}/judging/items.parquet",
         report="results/{dataset}/judging/report.md",
         figure="results/{dataset}/judging/validation.png",
+        verdict="results/{dataset}/judging/verdict.csv",
+        reference="results/{dataset}/judging/reference_comparisons.csv",
     log:
         "results/logs/judge_validation/{dataset}.log",
     benchmark:

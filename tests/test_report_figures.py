@@ -131,7 +131,8 @@ def test_judged_and_study_c_findings_flag_a_constant_judge():
     answers = pl.DataFrame({"policy": ["keep", "hybrid"], "distinct_correctness": [1, 1]})
     comparisons = pl.DataFrame({"a": ["hybrid"], "b": ["keep"], "estimate": [0.0], "low": [0.0], "high": [0.0],
                                 "p_permutation": [1.0], "confidence": [0.95], "n": [20], "n_groups": [4]})
-    (sentence,) = summary.judged_findings(answers, comparisons)
+    sentence, unvalidated = summary.judged_findings(answers, comparisons)
+    assert unvalidated.startswith("The judge is not validated on this data")
     assert sentence == ("Judged correctness hybrid − keep: Δ +0.000 (95% CI +0.000 to +0.000, p = 1), the CI includes 0, "
                         "n = 20 questions in 4 groups. The judge gave every answer the same correctness score, so this "
                         "difference carries no information.")
@@ -145,6 +146,9 @@ def test_judged_and_study_c_findings_flag_a_constant_judge():
                                     pl.Series("p_permutation", [1.0, 1.0]))
     quality = pl.DataFrame({"strategy": ["classic", "fusion"], "query_type": ["all", "all"], "distinct_overall": [1, 1]})
     fusion, constant = summary.study_c_findings(retrieval, judged, quality)
+    varied_quality = quality.with_columns(pl.Series("distinct_overall", [3, 4]))
+    assert summary.study_c_findings(retrieval, judged, varied_quality)[-1].startswith(
+        "The quality judge is not validated on this data")
     assert fusion == ("Study C `fusion` vs classic: Hit@3 over 100 queries of 50 papers Δ -0.250 (95% CI -0.400 to "
                       "-0.100, p = 0.002); judged overall (1–5) over 96 judged queries Δ +0.000 (95% CI +0.000 to "
                       "+0.000, p = 1), the CI includes 0.")
@@ -172,3 +176,44 @@ def test_the_summary_job_reads_each_table_through_its_contract(tmp_path):
     pl.DataFrame({"router": ["ridge"], "trigger_rate": [0.5]}).write_csv(tmp_path / "policies.csv")
     with pytest.raises(ContractError, match=r"table 'router_policies': missing columns \['questions'"):
         job.content(str(tmp_path / "policies.csv"), ROUTER_POLICIES)
+
+
+def verdict(validated: bool, auroc: tuple[float, float, float]) -> pl.DataFrame:
+    return pl.DataFrame([{"reference": "contains", "reading": "expected", "measure": "auroc", "estimate": auroc[0],
+                          "low": auroc[1], "high": auroc[2], "n": 354, "n_groups": 354, "above": 0.5,
+                          "validated": validated}])
+
+
+def test_a_judge_that_fails_validation_has_its_differences_replaced_by_the_reference_labels():
+    """2Wiki as the study_b_judge run measured it: the judge ranks the reference label below chance (AUROC 0.433)
+    and the reference label says retrieval hurts; the judged +0.101 must not be a finding."""
+    answers = pl.DataFrame({"policy": ["closed_book", "bm25_global"], "distinct_correctness": [300, 300]})
+    judged = pl.DataFrame({"a": ["bm25_global"], "b": ["closed_book"], "estimate": [0.101], "low": [0.095],
+                           "high": [0.107], "p_permutation": [0.001], "confidence": [0.95], "n": [354],
+                           "n_groups": [354], "p_floor": [0.001]})
+    reference = judged.with_columns(pl.Series("estimate", [-0.034]), pl.Series("low", [-0.07]),
+                                    pl.Series("high", [0.0]), pl.Series("p_permutation", [0.09]))
+    failed, instead = summary.judged_findings(answers, judged, verdict(False, (0.433, 0.391, 0.474)), reference)
+    assert failed == ("The judge failed validation here: AUROC 0.433 (CI 0.391 to 0.474) against the `contains` label; "
+                      "validated when the CI's lower end is above 0.5. Its judged differences are not findings; the "
+                      "reference label's stand in their place.")
+    assert instead.startswith("Reference label (`contains`) bm25_global − closed_book: Δ -0.034 (95% CI -0.070 to "
+                              "+0.000, p = 0.09), the CI includes 0, n = 354 questions in 354 groups")
+    assert instead.endswith("(the failed judge's Δ +0.101 is not a finding).")
+    assert not any(line.startswith("Judged correctness") for line in (failed, instead))
+    ok = summary.judged_findings(answers, judged, verdict(True, (0.71, 0.66, 0.76)), reference)
+    assert ok[0].startswith("Judged correctness bm25_global − closed_book: Δ +0.101")
+    assert ok[1] == ("The judge is validated here: AUROC 0.710 (CI 0.660 to 0.760) against the `contains` label; "
+                     "validated when the CI's lower end is above 0.5.")
+
+
+def test_the_verdict_follows_the_configured_gate():
+    from workflow_scripts.judging.validation import verdict_table
+
+    agreement = pl.DataFrame({"reading": ["expected", "expected"], "measure": ["auroc", "spearman"],
+                              "estimate": [0.6, 0.1], "low": [0.52, -0.02], "high": [0.68, 0.2], "n": [10, 10],
+                              "n_groups": [5, 5], "distinct_scores": [9, 9]})
+    assert verdict_table(agreement, "expected", {"measure": "auroc", "above": 0.5}, "em")["validated"].item()
+    assert not verdict_table(agreement, "expected", {"measure": "spearman", "above": 0.0}, "em")["validated"].item()
+    undefined = agreement.with_columns(pl.lit(None, dtype=pl.Float64).alias("low"))
+    assert not verdict_table(undefined, "expected", {"measure": "auroc", "above": 0.5}, "em")["validated"].item()

@@ -71,3 +71,20 @@ def test_validation_on_a_dataset_without_answers_is_a_config_error_naming_it(pro
     config["judging"] = {"validate": {"reference": "contains"}}
     with pytest.raises(InputError, match=r"judging.validate: dataset 'scifact' \(format beir\) has no reference answers"):
         validate_config(config)
+
+
+def test_reference_comparisons_pair_the_reference_label_on_questions_judged_under_both():
+    rows = []
+    for index in range(12):
+        qid = f"q{index}"
+        rows.append({"item_id": f"{qid}|closed_book", "policy": "closed_book", "qid": qid, "group_id": f"g{index // 2}",
+                     "reference": 1})
+        if index < 10:  # two questions were not judged under bm25: left out of the pairing
+            rows.append({"item_id": f"{qid}|bm25", "policy": "bm25", "qid": qid, "group_id": f"g{index // 2}",
+                         "reference": int(index % 5 != 0)})
+    items = pl.DataFrame(rows)
+    boot = {"resamples": 500, "method": "percentile", "confidence": 0.95}
+    (row,) = validation.reference_comparisons(items, ["closed_book", "bm25"], boot, 13).iter_rows(named=True)
+    assert (row["a"], row["b"], row["n"], row["n_groups"]) == ("bm25", "closed_book", 10, 5)
+    assert row["estimate"] == pytest.approx(-0.2) and row["high"] <= 0 and row["tie"] == pytest.approx(0.8)
+    assert validation.reference_comparisons(items, ["closed_book"], boot, 13).height == 0

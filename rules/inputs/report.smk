@@ -86,7 +86,9 @@ def summary_tables():
             show(dataset, "study_c_tables", "paired", contracts.STUDY_C_PAIRED)
             show(dataset, "study_c_tables", "quality", contracts.STUDY_C_QUALITY)
             show(dataset, "study_c_tables", "report", contracts.STUDY_C_REPORT)
-        if answer_targets(dataset) and config["judging"].get("validate"):  # findings and tables in Markdown
+        if answer_targets(dataset) and config["judging"].get("validate"):  # the gate of judged findings
+            show(dataset, "judge_validation", "verdict", contracts.JUDGE_VERDICT)
+            show(dataset, "judge_validation", "reference", contracts.REFERENCE_COMPARISONS)
             show(dataset, "judge_validation", "report", contracts.JUDGE_VALIDATION_REPORT)
     return entries
 

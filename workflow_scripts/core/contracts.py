@@ -32,6 +32,7 @@ from workflow_scripts.core.vocabulary import (
     FEATURE_FAMILY,
     FRONTIER_KINDS,
     FRONTIER_RULES,
+    GATE_MEASURES,
     JUDGE_SCORINGS,
     OBTAINED,
     OFF,
@@ -1078,6 +1079,40 @@ JUDGE_AGREEMENT = Contract(  # judging/validation.py agreement_table
     enums={"reading": frozenset(JUDGE_SCORINGS), "measure": frozenset(AGREEMENT_MEASURES)},
 )
 
+JUDGE_VERDICT = Contract(  # judging/validation.py verdict_table
+    name="judge_verdict",
+    file="results/<dataset>/judging/verdict.csv",
+    columns={
+        "reference": Column(pl.String(), doc="judging.validate.reference: the label the judge is checked against"),
+        "reading": JUDGE_AGREEMENT.columns["reading"],
+        "measure": Column(pl.String(), doc="judging.validate.gate.measure"),
+        "estimate": JUDGE_AGREEMENT.columns["estimate"],
+        "low": JUDGE_AGREEMENT.columns["low"],
+        "high": JUDGE_AGREEMENT.columns["high"],
+        "n": JUDGE_AGREEMENT.columns["n"],
+        "n_groups": JUDGE_AGREEMENT.columns["n_groups"],
+        "above": Column(pl.Float64(), doc="judging.validate.gate.above: the floor the CI's lower end must clear"),
+        "validated": Column(pl.Boolean(), doc="low > above: the judge's differences on this dataset are findings"),
+    },
+    key=("reading",),
+    enums={"reading": frozenset(JUDGE_SCORINGS), "measure": frozenset(GATE_MEASURES)},
+    title="Judge validation: verdict",
+    about="Whether the judge is validated on this dataset (judging.validate.gate: the CI's lower end of its measure "
+          "above the floor); judged differences count as findings only when it is.",
+)
+
+REFERENCE_COMPARISONS = Contract(  # judging/validation.py reference_comparisons
+    name="reference_comparisons",
+    file="results/<dataset>/judging/reference_comparisons.csv",
+    columns=COMPARISONS.columns,
+    key=COMPARISONS.key,
+    enums=COMPARISONS.enums,
+    title="Reference label: paired differences",
+    about="Mean per-question difference a − b of the reference label (judging.validate.reference) on the questions "
+          "judged under both, CI from a bootstrap over groups, paired permutation p.",
+    landing=COMPARISONS.landing,
+)
+
 PPI_REPLAY = Contract(  # judging/validation.py replay_table
     name="ppi_replay",
     file="results/<dataset>/judging/ppi_replay.csv",
@@ -1109,7 +1144,8 @@ REPORTS = {
     for contract in (
         ANSWER_SUMMARY, COMPARISONS, UTILITY_REPORT, ROUTER_THRESHOLDS, ROUTER_POLICIES, ROUTER_COMPARISONS,
         STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL, STUDY_C_GOLD, STUDY_C_GAP,
-        STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(), JUDGE_AGREEMENT, PPI_REPLAY,
+        STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(), JUDGE_AGREEMENT, JUDGE_VERDICT,
+        REFERENCE_COMPARISONS, PPI_REPLAY,
     )
 }
 

@@ -136,6 +136,7 @@ LLM_COST_KINDS = ("generation", "judge")  # the kinds whose tokens cost money at
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
 QUERY_TYPES = ("problem", "method")  # Study C's synthetic queries, in the order each paper's rows are written
 AGREEMENT_MEASURES = ("spearman", "kappa", "auroc", "bias")  # the judge against its reference label (judging/validation.py)
+GATE_MEASURES = ("auroc", "spearman", "kappa")  # higher is better: judging.validate.gate may require one's CI above a floor
 
 
 def enumerations() -> dict[str, tuple]:
@@ -146,5 +147,6 @@ def enumerations() -> dict[str, tuple]:
         "backends": BACKENDS, "first_stages": FIRST_STAGES, "scopes": SCOPES, "title_modes": TITLE_MODES,
         "dense_index_kinds": DENSE_INDEX_KINDS, "reranker_kinds": RERANKER_KINDS, "feature_families": FEATURE_FAMILIES,
         "router_kinds": ROUTER_KINDS, "bootstrap_methods": BOOTSTRAP_METHODS, "cost_measures": COST_MEASURES,
-        "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "splits": SPLIT_ORDER, "strategies": STRATEGIES,
+        "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "gate_measures": GATE_MEASURES, "splits": SPLIT_ORDER,
+        "strategies": STRATEGIES,
     }

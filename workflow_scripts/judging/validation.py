@@ -17,6 +17,11 @@ Out: `agreement_table`: per judge reading (argmax, expected) Spearman's ρ with 
      intervals, the mean λ̂, and the naive judge interval's coverage (the judge's mean ± z·sd/√N, rescaled to 0–1:
      what reporting the judge alone claims).
 
+     `verdict_table`: whether the judge is validated on the dataset under judging.validate.gate (the CI's lower
+     end of the gate's measure, for the judging.scoring reading, above its floor); `reference_comparisons`: the
+     paired differences of the reference label between the policies the answers stage compares (every policy vs
+     the first, on the questions judged under both), what a finding shows when the judge fails its gate.
+
 The judge score enters PPI rescaled to the reference's 0–1 scale (correctness / 2), expected or argmax as
 `judging.scoring` says. The replay target is the reference mean over the N answers at hand, while the intervals
 also carry question sampling (ppi.py: σ²_y/N), so they over-cover that fixed mean somewhat: expected, and reported.
@@ -26,15 +31,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 from scipy.stats import norm, spearmanr
 
+from workflow_scripts.core.contracts import COMPARISONS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import AGREEMENT_MEASURES, JUDGE_SCORINGS
 from workflow_scripts.judging import ppi
 from workflow_scripts.judging.review import review_sample
+from workflow_scripts.stats.paired import compare_policies
 
 SCALE_HIGH = 2  # Study A correctness 0–2: rescaled to 0–1 by / 2; "correct" above the midpoint 1
 STRATIFY = ("policy", "level")
@@ -102,6 +110,29 @@ def agreement_table(items: pl.DataFrame, resamples: int, seed: int, confidence: 
                          "n": items.height, "n_groups": int(np.unique(groups).size),
                          "distinct_scores": int(np.unique(judge).size)})
     return pl.DataFrame(rows).with_columns(pl.col("estimate", "low", "high").fill_nan(None))
+
+
+def verdict_table(agreement: pl.DataFrame, reading: str, gate: dict[str, Any], reference: str) -> pl.DataFrame:
+    """One row: the gate's measure for `reading` against the `reference` label, its CI, the floor and whether the
+    CI's lower end is above it (`validated`; false too when the measure is undefined, e.g. a constant label)."""
+    row = agreement.filter((pl.col("reading") == reading) & (pl.col("measure") == gate["measure"])).row(0, named=True)
+    validated = row["low"] is not None and row["low"] > gate["above"]
+    kept = ("reading", "measure", "estimate", "low", "high", "n", "n_groups")
+    return pl.DataFrame([{"reference": reference, **{key: row[key] for key in kept}, "above": float(gate["above"]),
+                          "validated": validated}])
+
+
+def reference_comparisons(items: pl.DataFrame, policies: Sequence[str], bootstrap: dict[str, Any],
+                          seed: int) -> pl.DataFrame:
+    """The reference label's paired differences, every policy vs the first (as answers/comparisons.csv pairs the
+    judged correctness), on the questions whose answers were judged under both; COMPARISONS rows."""
+    wide = items.pivot(on="policy", index=["qid", "group_id"], values="reference").drop_nulls()
+    pairs = [(policy, policies[0]) for policy in policies[1:] if policy in wide.columns and policies[0] in wide.columns]
+    if not pairs or wide.height < 2:
+        return pl.DataFrame(schema=COMPARISONS.schema)
+    return compare_policies(wide.with_columns(pl.col(name).cast(pl.Float64) for name in set(policies) & set(wide.columns)),
+                            pairs, B=bootstrap["resamples"], seed=seed, method=bootstrap["method"],
+                            confidence=bootstrap["confidence"])
 
 
 def _per_stratum_for(items: pl.DataFrame, n: int) -> int:

@@ -31,6 +31,8 @@ from workflow_scripts.core.contracts import (
     ANSWER_SUMMARY,
     COMPARISONS,
     FRONTIERS,
+    JUDGE_VERDICT,
+    REFERENCE_COMPARISONS,
     ROUTER_COMPARISONS,
     ROUTER_POLICIES,
     STUDY_C_PAIRED,
@@ -191,9 +193,35 @@ def routing_findings(pair: str, utility: pl.DataFrame, policies: pl.DataFrame, c
     return sentences
 
 
-def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame) -> list[str]:
-    """Per judged comparison: the difference with its CI and n, flagged when the judge gave constant scores."""
+MEASURE_NAMES = {"auroc": "AUROC", "spearman": "Spearman ρ", "kappa": "Cohen's κ"}
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """"AUROC 0.433 (95% CI 0.391 to 0.474) against `contains`; validated when the CI's lower end is above 0.5"."""
+    return (f"{MEASURE_NAMES.get(verdict['measure'], verdict['measure'])} {number(verdict['estimate'])} (CI "
+            f"{number(verdict['low'])} to {number(verdict['high'])}) against the `{verdict['reference']}` label; "
+            f"validated when the CI's lower end is above {verdict['above']:g}")
+
+
+def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: pl.DataFrame | None = None,
+                    reference: pl.DataFrame | None = None) -> list[str]:
+    """Per judged comparison: the difference with its CI and n, gated by the judge's validation on the dataset
+    (`verdict`, judging.validate.gate): a validated judge's differences are findings; a failed judge's are not, and
+    the reference label's paired difference (`reference`) stands in their place; with no validation the lines say
+    once that the judge is not validated on this data. Flagged when the judge gave constant scores."""
     distinct = dict(zip(summary["policy"], summary["distinct_correctness"])) if "distinct_correctness" in summary.columns else {}
+    gate = verdict.row(0, named=True) if verdict is not None and verdict.height else None
+    if gate is not None and not gate["validated"]:
+        sentences = [f"The judge failed validation here: {verdict_text(gate)}. Its judged differences are not findings; "
+                     f"the reference label's stand in their place."]
+        judged = {(row["a"], row["b"]): row for row in comparisons.iter_rows(named=True)}
+        for row in (reference if reference is not None else comparisons.clear()).iter_rows(named=True):
+            other = judged.get((row["a"], row["b"]))
+            sentences.append(
+                f"Reference label (`{gate['reference']}`) {row['a']} − {row['b']}: {interval(row)}, n = {row['n']} "
+                f"questions in {row['n_groups']} groups"
+                + (f" (the failed judge's Δ {signed(other['estimate'])} is not a finding)." if other else "."))
+        return sentences
     sentences = []
     for row in comparisons.iter_rows(named=True):
         constant = distinct.get(row["a"]) == 1 and distinct.get(row["b"]) == 1
@@ -204,6 +232,10 @@ def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame) -> list[st
                "information." if constant else "."))
     if not comparisons.height and summary.height > 1:
         sentences.append("No question was judged under every policy: no paired comparison of judged answers.")
+    if comparisons.height:
+        sentences.append(f"The judge is validated here: {verdict_text(gate)}." if gate is not None else
+                         "The judge is not validated on this data (no judging.validate against reference answers): "
+                         "judged differences are the judge's, not established correctness.")
     return sentences
 
 
@@ -223,6 +255,9 @@ def study_c_findings(paired_retrieval: pl.DataFrame, paired: pl.DataFrame, quali
     if constant:
         sentences.append("The quality judge gave every Study C answer the same overall score: its differences carry no "
                          "information; read Hit@3.")
+    elif judged:
+        sentences.append("The quality judge is not validated on this data (Study C's queries have no reference "
+                         "answers): its judged differences are the judge's; Hit@3 of the source paper is judge-free.")
     return sentences
 
 
@@ -237,7 +272,9 @@ def findings(entries: Sequence[Shown]) -> list[str]:
             sentences += routing_findings(pair, utility, mine[ROUTER_POLICIES.name][pair],
                                           mine[ROUTER_COMPARISONS.name][pair], mine.get(FRONTIERS.name, {}).get(pair))
     if COMPARISONS.name in mine and ANSWER_SUMMARY.name in mine:
-        sentences += judged_findings(mine[ANSWER_SUMMARY.name][""], mine[COMPARISONS.name][""])
+        sentences += judged_findings(mine[ANSWER_SUMMARY.name][""], mine[COMPARISONS.name][""],
+                                     mine.get(JUDGE_VERDICT.name, {}).get(""),
+                                     mine.get(REFERENCE_COMPARISONS.name, {}).get(""))
     study_c = (STUDY_C_PAIRED_RETRIEVAL.name, STUDY_C_PAIRED.name, STUDY_C_QUALITY.name)
     if all(name in mine for name in study_c):
         sentences += study_c_findings(*(mine[name][""] for name in study_c))

@@ -3,8 +3,9 @@
 
 In:  every judged policy's grounded judgments and answers, the questions (reference answers) and the splits (groups);
      params: the policies, `judging.validate`, `judging.scoring`, the bootstrap settings.
-Out: results/<dataset>/judging/agreement.csv, ppi_replay.csv, items.parquet (output `judged`: the pooled judged answers with their
-     reference label) and validation.png.
+Out: results/<dataset>/judging/agreement.csv, ppi_replay.csv, items.parquet (output `judged`: the pooled judged
+     answers with their reference label), verdict.csv (validated under judging.validate.gate or not),
+     reference_comparisons.csv (the reference label's paired differences), report.md and validation.png.
 """
 
 from pathlib import Path
@@ -15,9 +16,11 @@ from workflow_scripts.core.contracts import (
     GENERATIONS,
     JUDGE_AGREEMENT,
     JUDGE_VALIDATION_ITEMS,
+    JUDGE_VERDICT,
     JUDGMENTS_GROUNDED,
     PPI_REPLAY,
     QUESTIONS,
+    REFERENCE_COMPARISONS,
     SPLITS,
 )
 from workflow_scripts.core.tables import read_table, write_report, write_table
@@ -39,6 +42,10 @@ def main(smk: Any) -> None:
     write_report(agreement, Path(smk.output.agreement), JUDGE_AGREEMENT, float_precision=4)
     write_report(replay, Path(smk.output.replay), PPI_REPLAY, float_precision=4)
     write_table(items, smk.output.judged, JUDGE_VALIDATION_ITEMS)
+    verdict = validation.verdict_table(agreement, smk.params.scoring, settings["gate"], settings["reference"])
+    write_report(verdict, Path(smk.output.verdict), JUDGE_VERDICT, float_precision=4)
+    reference = validation.reference_comparisons(items, smk.params.policies, boot, settings["seed"])
+    write_report(reference, Path(smk.output.reference), REFERENCE_COMPARISONS, float_precision=4)
     write_text_atomic(validation.report_text(smk.wildcards.dataset, agreement, replay, settings["reference"],
                                              smk.params.scoring), Path(smk.output.report))
     validation.validation_figure(items, replay, smk.output.figure,
