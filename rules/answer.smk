@@ -59,6 +59,9 @@ rule answer_summary:
     input:
         grounded=lambda wildcards: judged(wildcards.dataset, "grounded"),
         quality=lambda wildcards: judged(wildcards.dataset, "quality"),
+        answers=lambda wildcards: [
+            output_of("generate_answers", "answers", dataset=wildcards.dataset, policy=policy) for policy in POLICIES
+        ],
         splits=rules.splits.output.splits,
     output:
         summary="results/{dataset}/answers/summary.csv",

@@ -126,6 +126,7 @@ rule summary:
         "../envs/cpu.yaml"
     params:
         tables=summary_specs,
+        partial_error_share=config["generation"]["partial_error_share"],
         datasets=DATASETS,
         name=config["name"],
     script:

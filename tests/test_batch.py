@@ -68,11 +68,12 @@ def test_lines_the_output_leaves_out_or_fails_are_error_rows(server, tmp_path, m
         "the failed rows are not cached: the next run sends them again, in a new batch"
 
 
-def test_a_failed_batch_makes_every_row_an_error(server, tmp_path, monkeypatch):
+def test_a_failed_batch_stops_the_stage_naming_the_server_and_the_cause(server, tmp_path, monkeypatch):
     no_wait(monkeypatch)
     BatchServer.fail_with = "the input file has a line that is not JSON"
-    table = llm.generate(requests("one?", "two?"), engine(server, tmp_path, batch=True), tmp_path / "c")
-    assert table["error"].to_list() == ["batch batch-1 failed: the input file has a line that is not JSON"] * 2
+    with pytest.raises(InputError, match=r"all 2 requests to the server at .* failed; most common cause \(2×\): batch "
+                                         r"batch-1 failed: the input file has a line that is not JSON"):
+        llm.generate(requests("one?", "two?"), engine(server, tmp_path, batch=True), tmp_path / "c")
 
 
 def test_a_run_killed_while_its_batch_is_pending_resumes_it(server, tmp_path, monkeypatch):

@@ -262,8 +262,9 @@ def test_openai_backend_needs_its_key_variable_and_reads_a_refused_connection(mo
     with pytest.raises(InputError, match="'RAGFRONTIER_MISSING_KEY' is not set"):
         OpenAIBackend(llm.engine_config({**spec, "api_key_env": "RAGFRONTIER_MISSING_KEY"}))
     config = llm.engine_config(spec)
-    table = llm.generate([_request("a", "Q")], llm.Engine(config, OpenAIBackend(config)), tmp_path)
-    assert table["status"][0] == "error" and table["error"][0].startswith("APIConnectionError")
+    with pytest.raises(InputError, match=r"all 1 requests to the server at http://127\.0\.0\.1:9/v1 \(model 'm'\) "
+                                         r"failed; most common cause \(1×\): APIConnectionError"):
+        llm.generate([_request("a", "Q")], llm.Engine(config, OpenAIBackend(config)), tmp_path)
 
 
 # ---- vLLM: the worker protocol with a fake vllm package (the real engine: tests/test_vllm.py) ---------------
@@ -345,8 +346,9 @@ def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconf
     entropy = -(0.8 * math.log(0.8) + 0.1 * math.log(0.1) + 0.6 * math.log(0.6)) / 2
     assert math.isclose(a["mean_entropy"], entropy) and math.isclose(a["min_token_prob"], 0.6)
     assert math.isclose(a["sequence_logprob"], math.log(0.48))
-    failed = llm.generate(requests[:1], engine, tmp_path / "other", {"max_new_tokens": 13})
-    assert failed["status"][0] == "error" and failed["error"][0] == "vllm: ValueError: max_tokens 13 is unlucky"
+    with pytest.raises(InputError, match=r"all 1 requests to the vllm backend \(model .*\) failed; most common cause "
+                                         r"\(1×\): vllm: ValueError: max_tokens 13 is unlucky"):
+        llm.generate(requests[:1], engine, tmp_path / "other", {"max_new_tokens": 13})
     assert engine.backend.environment["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert engine.backend.environment["VLLM_CPU_OMP_THREADS_BIND"] == vllm_backend._cpu_list()
     engine.backend.close()

@@ -217,3 +217,19 @@ def test_the_verdict_follows_the_configured_gate():
     assert not verdict_table(agreement, "expected", {"measure": "spearman", "above": 0.0}, "em")["validated"].item()
     undefined = agreement.with_columns(pl.lit(None, dtype=pl.Float64).alias("low"))
     assert not verdict_table(undefined, "expected", {"measure": "auroc", "above": 0.5}, "em")["validated"].item()
+
+
+def test_a_judged_finding_counts_the_failed_requests_and_is_marked_partial():
+    """A served model that refused 5 of 17 answers (HTTP 400) and 2 judgments: the finding says so; a share below
+    generation.partial_error_share leaves it unmarked."""
+    answers = pl.DataFrame({"policy": ["closed_book", "rag"], "distinct_correctness": [3, 3], "answers": [17, 17],
+                            "answer_errors": [0, 5], "judge_errors": [0, 2],
+                            "error_cause": [None, "6× Error code: 400 - refused"]})
+    comparisons = pl.DataFrame({"a": ["rag"], "b": ["closed_book"], "estimate": [0.2], "low": [-0.1], "high": [0.5],
+                                "p_permutation": [0.3], "confidence": [0.95], "n": [10], "n_groups": [10],
+                                "p_floor": [0.002]})
+    line = summary.judged_findings(answers, comparisons)[0]
+    assert line.endswith("n = 10 questions in 10 groups; partial: 7 requests of 34 answers failed (answers never "
+                         "judged, or judgments that errored; most common: 6× Error code: 400 - refused) and are not "
+                         "in n.")
+    assert "partial" not in summary.judged_findings(answers, comparisons, partial_share=0.25)[0]

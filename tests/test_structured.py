@@ -290,7 +290,8 @@ class CompletionsServer(JsonHandler):
 def test_completions_mode_bodies_and_an_unreadable_reply(owner, pytestconfig, tmp_path):
     """With a `tokenizer`: the rendered prompt goes to /v1/completions; a vLLM server gets its own fields (the
     grammar, token ids, no second BOS), another server response_format (through extra_body: the client's
-    completions call does not declare it); a 200 reply that is not JSON is that row's error, not the job's."""
+    completions call does not declare it); a 200 reply that is not JSON is that row's error, not the job's, unless
+    every request of the call fails."""
     CompletionsServer.bodies = []
     with serving(CompletionsServer) as url:
         base = url.replace("/v1", "/vllm/v1") if owner == "vllm" else url
@@ -298,8 +299,12 @@ def test_completions_mode_bodies_and_an_unreadable_reply(owner, pytestconfig, tm
                 "tokenizer": SMOLLM2["model"]}
         engine = llm.load_engine(spec, pytestconfig.cache.mkdir("ragfrontier-models"), "models.judge")
         table = llm.generate([STEPS[5]], engine, tmp_path / "a")
-        garbage = llm.generate([llm.Request("g", TEMPLATES["answer_closed_book"], {"question": "garbage?"})], engine,
-                               tmp_path / "b")
+        garbage = llm.generate([STEPS[5], llm.Request("g", TEMPLATES["answer_closed_book"], {"question": "garbage?"})],
+                               engine, tmp_path / "b")
+        with pytest.raises(InputError, match=r"all 1 requests to the server at .* \(model 'served'\) failed; most "
+                                             r"common cause \(1×\): unreadable response from "):
+            llm.generate([llm.Request("g", TEMPLATES["answer_closed_book"], {"question": "garbage?"})], engine,
+                         tmp_path / "c")  # every request of the call failed: the stage stops, naming the server
     body = CompletionsServer.bodies[0]
     assert body["prompt"].startswith("<|im_start|>system") and "messages" not in body
     if owner == "vllm":
@@ -310,4 +315,4 @@ def test_completions_mode_bodies_and_an_unreadable_reply(owner, pytestconfig, tm
         assert body["response_format"]["json_schema"]["schema"] == TOOL_CALL_REPLY.schema
         assert not {"structured_outputs", "add_special_tokens", "return_tokens_as_token_ids"} & set(body)
     assert table["status"][0] == "ok" and json.loads(table["text"][0]) == {"search": "graphs"}
-    assert garbage["status"][0] == "error" and garbage["error"][0].startswith("unreadable response from ")
+    assert garbage["status"].to_list() == ["ok", "error"] and garbage["error"][1].startswith("unreadable response from ")

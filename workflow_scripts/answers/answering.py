@@ -18,7 +18,9 @@ Out (results/<dataset>/answers/ and judgments/):
                                   every judgment came about (`<judge>_replies`, e.g. "constrained: 15; length: 2";
                                   see judges.obtained_counts) and its score basis (`<judge>_basis`, e.g.
                                   "masked_exact: 17"). Scores are read as `judging.scoring` says (judges.reading):
-                                  probability-weighted by default, else the values the judge wrote;
+                                  probability-weighted by default, else the values the judge wrote; and the
+                                  requests that failed: answers never judged, judgments whose call errored, the
+                                  most common cause;
 - answers/comparisons.csv         paired differences of correctness (as read above) vs the first policy, bootstrap
                                   over groups.
 Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts. Plain
@@ -26,6 +28,7 @@ functions; the rules' jobs (answers/jobs/<rule>.py) read the Snakemake job and w
 """
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -104,20 +107,33 @@ def policy_table(policies: Sequence[str], grounded: Sequence[str], quality: Sequ
             "item_id", "status", pl.col("obtained").alias("obtained_grounded"), "abstained",
             pl.col(read["correctness"]).cast(pl.Float64).alias("correctness"),
             pl.col(read["faithfulness"]).cast(pl.Float64).alias("faithful"),
-            pl.col("score_basis").alias("basis_grounded"))
+            pl.col("score_basis").alias("basis_grounded"), pl.col("failure").alias("failure_grounded"))
         c = read_table(path_quality, JUDGMENTS_QUALITY).select(
             "item_id", pl.col("status").alias("status_quality"), pl.col("obtained").alias("obtained_quality"), "is_answer",
             pl.col(read["is_answer"]).cast(pl.Float64).alias("answer"),
             pl.col(read["overall"]).cast(pl.Float64).alias("overall"),
             (pl.col(read["overall_given"]) if scoring == "expected" else pl.when(pl.col("is_answer")).then(
                 pl.col(read["overall_given"]))).cast(pl.Float64).alias("overall_given"),
-            pl.col("score_basis").alias("basis_quality"))
+            pl.col("score_basis").alias("basis_quality"), pl.col("failure").alias("failure_quality"))
         rows.append(a.join(c, on="item_id", how="full", coalesce=True).with_columns(pl.lit(policy).alias("policy")))
     return pl.concat(rows).rename({"item_id": "qid"})
 
 
-def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
-    """Study A means on the questions every policy has a judgment for; Study C answer rate and overall means."""
+def errors(table: pl.DataFrame, answers: Mapping[str, pl.DataFrame], policy: str) -> dict[str, Any]:
+    """A policy's failed requests: its answers (GENERATIONS, every split) that errored and were never judged, its
+    judgments (either judge) whose call errored, and the most common cause among both with its count."""
+    failed = answers[policy].filter(pl.col("status") == "error")["error"].to_list()
+    mine = table.filter(pl.col("policy") == policy)
+    judged = [*mine.filter(pl.col("status") == "error")["failure_grounded"].to_list(),
+              *mine.filter(pl.col("status_quality") == "error")["failure_quality"].to_list()]
+    causes = Counter(str(cause) for cause in [*failed, *judged]).most_common(1)
+    return {"answers": answers[policy].height, "answer_errors": len(failed), "judge_errors": len(judged),
+            "error_cause": f"{causes[0][1]}× {causes[0][0]}" if causes else None}
+
+
+def summarize(table: pl.DataFrame, policies: Sequence[str], answers: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Study A means on the questions every policy has a judgment for; Study C answer rate and overall means; the
+    requests that failed (`errors`)."""
     judged_everywhere = table.filter(pl.col("correctness").is_not_null()).group_by("qid").len().filter(pl.col("len") == len(policies))["qid"]
     no_abstention = table.group_by("qid").agg(pl.col("abstained").fill_null(True).any()).filter(~pl.col("abstained"))["qid"]
     common = table.filter(pl.col("qid").is_in(judged_everywhere.implode()))
@@ -143,6 +159,7 @@ def summarize(table: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
                for column, status in (("grounded_parse_failed", "status"), ("quality_parse_failed", "status_quality"))},
             **{f"{judge}_replies": judges.obtained_counts(table.filter(pl.col("policy") == policy)[column].to_list())
                for judge, column in (("grounded", "obtained_grounded"), ("quality", "obtained_quality"))},
+            **errors(table, answers, policy),
         }
         for policy in policies
     ])

@@ -723,13 +723,18 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "grounded_replies": Column(pl.String(), doc="how the grounded replies were obtained, with counts, e.g. "
                                    "\"constrained: 15; length: 2\""),
         "quality_replies": Column(pl.String(), doc="how the quality replies were obtained, with counts"),
+        "answers": Column(pl.Int64(), doc="the policy's answer requests (every split it is answered on)"),
+        "answer_errors": Column(pl.Int64(), doc="answer requests that failed (status error): never judged"),
+        "judge_errors": Column(pl.Int64(), doc="judgments (either judge) whose call failed"),
+        "error_cause": Column(pl.String(), nullable=True, doc="the most common cause of those failures, with its "
+                              "count (null: none failed)"),
     },
     key=("policy",),
     title="Answers: judged quality per policy",
     about="Judged answers per policy and the judges' mean scores; `distinct_*` counts the different scores the judge "
           "gave (1 = it gave every answer the same).",
     landing=("policy", "judged", "grounded_questions", "correctness", "faithfulness", "answer_rate",
-             "overall_unconditional", "distinct_correctness", "distinct_overall"),
+             "overall_unconditional", "distinct_correctness", "distinct_overall", "answer_errors", "judge_errors"),
 )
 
 UTILITY_REPORT = Contract(  # routing/protocol.py utility_table

@@ -287,7 +287,21 @@ def generate(
                  math.ceil(len(order) / config.shard_size), len(shard))
     table = _results(requests, fitted, keys, found, from_cache, backend.token_basis)
     _log_summary(table)
+    _stop_when_every_request_failed(table, config)
     return table
+
+
+def _stop_when_every_request_failed(table: pl.DataFrame, config: EngineConfig) -> None:
+    """A call whose every request failed stops its stage with one message naming the server and the cause, rather
+    than write a table of errors that later stages would read as missing answers."""
+    errors = table.filter(pl.col("status") == "error")
+    if not table.height or errors.height < table.height:
+        return
+    (cause, count), = Counter(errors["error"].to_list()).most_common(1)
+    where = f"the server at {config.base_url}" if config.base_url else f"the {config.backend} backend"
+    raise InputError(f"llm: all {table.height} requests to {where} (model '{config.model}') failed; most common "
+                     f"cause ({count}×): {cause}. Check that the server is up and serves that model; nothing was "
+                     f"written and the next run retries every request")
 
 
 def _results(

@@ -203,8 +203,23 @@ def verdict_text(verdict: dict[str, Any]) -> str:
             f"validated when the CI's lower end is above {verdict['above']:g}")
 
 
+def failures(summary: pl.DataFrame, row: Mapping[str, Any], partial_share: float) -> str:
+    """"; partial: 7 of 17 answers' requests failed (answers or judgments; most common: 5× HTTP 400 …)" when the
+    two policies' failed requests exceed `partial_share` of their answers (generation.partial_error_share)."""
+    if "answer_errors" not in summary.columns:
+        return ""
+    sides = summary.filter(pl.col("policy").is_in([row["a"], row["b"]]))
+    failed = int(sides["answer_errors"].sum() + sides["judge_errors"].sum())
+    answers = int(sides["answers"].sum())
+    if not failed or failed <= partial_share * answers:
+        return ""
+    causes = ", ".join(cause for cause in sides["error_cause"].drop_nulls().to_list())
+    return (f"; partial: {failed} requests of {answers} answers failed (answers never judged, or judgments that "
+            f"errored; most common: {causes}) and are not in n")
+
+
 def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: pl.DataFrame | None = None,
-                    reference: pl.DataFrame | None = None) -> list[str]:
+                    reference: pl.DataFrame | None = None, partial_share: float = 0.0) -> list[str]:
     """Per judged comparison: the difference with its CI and n, gated by the judge's validation on the dataset
     (`verdict`, judging.validate.gate): a validated judge's differences are findings; a failed judge's are not, and
     the reference label's paired difference (`reference`) stands in their place; with no validation the lines say
@@ -219,7 +234,7 @@ def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: p
             other = judged.get((row["a"], row["b"]))
             sentences.append(
                 f"Reference label (`{gate['reference']}`) {row['a']} − {row['b']}: {interval(row)}, n = {row['n']} "
-                f"questions in {row['n_groups']} groups"
+                f"questions in {row['n_groups']} groups{failures(summary, row, partial_share)}"
                 + (f" (the failed judge's Δ {signed(other['estimate'])} is not a finding)." if other else "."))
         return sentences
     sentences = []
@@ -227,7 +242,7 @@ def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: p
         constant = distinct.get(row["a"]) == 1 and distinct.get(row["b"]) == 1
         sentences.append(
             f"Judged correctness {row['a']} − {row['b']}: {interval(row)}, n = {row['n']} questions in "
-            f"{row['n_groups']} groups"
+            f"{row['n_groups']} groups{failures(summary, row, partial_share)}"
             + (". The judge gave every answer the same correctness score, so this difference carries no "
                "information." if constant else "."))
     if not comparisons.height and summary.height > 1:
@@ -261,7 +276,7 @@ def study_c_findings(paired_retrieval: pl.DataFrame, paired: pl.DataFrame, quali
     return sentences
 
 
-def findings(entries: Sequence[Shown]) -> list[str]:
+def findings(entries: Sequence[Shown], partial_share: float = 0.0) -> list[str]:
     """The findings of one dataset, from its tables (a table that is missing: no sentence)."""
     mine: dict[str, dict[str, Any]] = {}
     for entry in entries:
@@ -274,7 +289,7 @@ def findings(entries: Sequence[Shown]) -> list[str]:
     if COMPARISONS.name in mine and ANSWER_SUMMARY.name in mine:
         sentences += judged_findings(mine[ANSWER_SUMMARY.name][""], mine[COMPARISONS.name][""],
                                      mine.get(JUDGE_VERDICT.name, {}).get(""),
-                                     mine.get(REFERENCE_COMPARISONS.name, {}).get(""))
+                                     mine.get(REFERENCE_COMPARISONS.name, {}).get(""), partial_share)
     study_c = (STUDY_C_PAIRED_RETRIEVAL.name, STUDY_C_PAIRED.name, STUDY_C_QUALITY.name)
     if all(name in mine for name in study_c):
         sentences += study_c_findings(*(mine[name][""] for name in study_c))
@@ -310,22 +325,22 @@ ABOUT_FINDINGS = ("Generated from the tables (CIs from a bootstrap over groups �
                   "paired permutation test).")
 
 
-def all_findings(shown: Mapping[str, Sequence[Shown]]) -> dict[str, list[str]]:
+def all_findings(shown: Mapping[str, Sequence[Shown]], partial_share: float = 0.0) -> dict[str, list[str]]:
     """Dataset → its findings, for each dataset with a table to show."""
-    return {dataset: findings(entries) or [NO_FINDINGS] for dataset, entries in shown.items() if entries}
+    return {dataset: findings(entries, partial_share) or [NO_FINDINGS] for dataset, entries in shown.items() if entries}
 
 
-def findings_rst(shown: Mapping[str, Sequence[Shown]]) -> str:
+def findings_rst(shown: Mapping[str, Sequence[Shown]], partial_share: float = 0.0) -> str:
     """The findings in reStructuredText, for the landing page of `snakemake --report` (report/workflow.rst)."""
     lines = [ABOUT_FINDINGS, ""]
-    for dataset, sentences in all_findings(shown).items():
+    for dataset, sentences in all_findings(shown, partial_share).items():
         lines += [f"**{dataset}**", ""] + [f"- {sentence.replace('`', '``')}" for sentence in sentences] + [""]
     return "\n".join(lines)
 
 
-def summary_text(shown: Mapping[str, Sequence[Shown]], name: str) -> str:
+def summary_text(shown: Mapping[str, Sequence[Shown]], name: str, partial_share: float = 0.0) -> str:
     """results/summary_<name>.md: findings per dataset, then per dataset its headline tables."""
-    by_dataset = all_findings(shown)
+    by_dataset = all_findings(shown, partial_share)
     lines = [f"# ragfrontier results: {cell(name)}", "", "## Findings", "", ABOUT_FINDINGS, ""]
     for dataset, sentences in by_dataset.items():
         lines += [f"**{cell(dataset)}**", ""] + [f"- {cell(sentence)}" for sentence in sentences] + [""]

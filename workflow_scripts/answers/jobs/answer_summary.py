@@ -1,22 +1,24 @@
 """Rule answer_summary (per dataset): the policies' judged quality side by side, and their paired differences.
 
-In:  every policy's two judgment tables and the splits; params: the policies, judging.scoring, routing.bootstrap
-     and routing.seed.
+In:  every policy's answers and two judgment tables, and the splits; params: the policies, judging.scoring,
+     routing.bootstrap and routing.seed.
 Out: results/<dataset>/answers/summary.csv and comparisons.csv (COMPARISONS).
 """
 
 from typing import Any
 
 from workflow_scripts.answers import answering
-from workflow_scripts.core.contracts import ANSWER_SUMMARY, COMPARISONS
-from workflow_scripts.core.tables import write_report
+from workflow_scripts.core.contracts import ANSWER_SUMMARY, COMPARISONS, GENERATIONS
+from workflow_scripts.core.tables import read_table, write_report
 from workflow_scripts.jobs.runtime import run_job
 
 
 def main(smk: Any) -> None:
     policies = list(smk.params.policies)
     table = answering.policy_table(policies, smk.input.grounded, smk.input.quality, smk.params.scoring)
-    write_report(answering.summarize(table, policies), smk.output.summary, ANSWER_SUMMARY, float_precision=4)
+    answers = {policy: read_table(path, GENERATIONS, columns=["status", "error"])
+               for policy, path in zip(policies, smk.input.answers, strict=True)}
+    write_report(answering.summarize(table, policies, answers), smk.output.summary, ANSWER_SUMMARY, float_precision=4)
     paired = answering.comparisons(table, policies, smk.input.splits, smk.params.bootstrap, smk.params.seed)
     write_report(paired, smk.output.comparisons, COMPARISONS, float_precision=4)
 
