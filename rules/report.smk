@@ -127,6 +127,7 @@ rule summary:
     params:
         tables=summary_specs,
         partial_error_share=config["generation"]["partial_error_share"],
+        routers=config["routing"]["routers"],
         datasets=DATASETS,
         name=config["name"],
     script:

@@ -3,8 +3,8 @@
 In:  every table and stage report the summary shows (retrieval metrics, answers, routing policies, comparisons,
      frontiers, audit, measured cost per stage, per policy and with / without reuse, Study C's tables and its own
      Markdown, the judge validation's report, the generated-questions report); params: `tables`, per input in
-     order its dataset, routing pair and contract (or Document), generation.partial_error_share, the datasets
-     and `name`.
+     order its dataset, routing pair and contract (or Document), routing.routers (their kinds),
+     generation.partial_error_share, the datasets and `name`.
 Out: results/summary_<name>.md (config `name`, one per study config): generated findings, then the headline tables;
      results/summary_<name>/<dataset>.md: every table of the dataset in full; results/summary_<name>/findings.rst:
      the findings for the landing page of `snakemake --report` (report/workflow.rst includes it).
@@ -41,13 +41,14 @@ def content(path: str, spec: Contract | Document) -> pl.DataFrame | str:
 
 def main(smk: Any) -> None:
     name, datasets, partial = smk.params.name, smk.params.datasets, smk.params.partial_error_share
+    kinds = {router: spec.get("kind", router) for router, spec in smk.params.routers.items()}
     shown: dict[str, list[Shown]] = {dataset: [] for dataset in datasets}
     for entry, path in zip(smk.params.tables, smk.input, strict=True):
         shown[entry["dataset"]].append(Shown(entry["pair"], path, entry["spec"], content(path, entry["spec"])))
     for dataset, page in zip(datasets, smk.output.pages, strict=True):
-        write_text_atomic(dataset_text(shown[dataset], dataset, name), page)
-    write_text_atomic(findings_rst(shown, partial), smk.output.findings)
-    write_text_atomic(summary_text(shown, name, partial), smk.output.summary)
+        write_text_atomic(dataset_text(shown[dataset], dataset, name, kinds, partial), page)
+    write_text_atomic(findings_rst(shown, kinds, partial), smk.output.findings)
+    write_text_atomic(summary_text(shown, name, kinds, partial), smk.output.summary)
 
 
 if __name__ == "__main__":
