@@ -88,3 +88,24 @@ def test_reference_comparisons_pair_the_reference_label_on_questions_judged_unde
     assert (row["a"], row["b"], row["n"], row["n_groups"]) == ("bm25", "closed_book", 10, 5)
     assert row["estimate"] == pytest.approx(-0.2) and row["high"] <= 0 and row["tie"] == pytest.approx(0.8)
     assert validation.reference_comparisons(items, ["closed_book"], boot, 13).height == 0
+
+
+@pytest.mark.slow  # coverage simulation of the difference (~3 s)
+def test_replays_of_a_policy_difference_cover_the_reference_difference():
+    """Beside the means, the replays report PPI(++) for bm25 − closed_book against the reference label's own
+    difference on the questions judged under both (an informative judge: PPI++ covers it, no wider than the
+    reviews alone)."""
+    items = _items(seed=3, groups=100)
+    replay = conform(validation.replay_table(items, [30, 80], replays=60, seed=5, judge_column="judge",
+                                             policies=["closed_book", "bm25"]), PPI_REPLAY)
+    target = items.pivot(on="policy", index="qid", values="reference")
+    assert replay["difference"].to_list() == ["bm25 − closed_book"] * 2
+    assert replay["difference_target"][0] == pytest.approx((target["bm25"] - target["closed_book"]).mean())
+    assert (replay["difference_replays"] == 60).all() and (replay["difference_tuned_coverage"] >= 0.85).all()
+    assert (replay["difference_tuned_width"] <= replay["difference_classical_width"] * 1.01).all()
+    assert (replay["difference_tuned_width"] > replay["tuned_width"]).all()  # a difference is harder than a mean
+    alone = validation.replay_table(items.filter(pl.col("policy") == "bm25"), [30], 10, 5, "judge",
+                                    policies=["closed_book", "bm25"])
+    assert alone["difference"].to_list() == [None]
+    sentences = validation.findings(validation.agreement_table(items, 200, 1), replay, "contains", "expected")
+    assert "For the difference bm25 − closed_book (reference " in sentences[2] and "of 60 replays" in sentences[2]

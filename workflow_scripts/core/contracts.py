@@ -1139,6 +1139,18 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
                                  "target, else 0"),
         "naive_width": Column(pl.Float64(), doc="its width"),
         "naive_mean": Column(pl.Float64(), doc="the judge's mean rescaled to 0–1"),
+        "difference": Column(pl.String(), nullable=True, doc="the policy difference replayed (the second judged "
+                             "policy − the first); null: fewer than two judged policies"),
+        "difference_target": Column(pl.Float64(), nullable=True, doc="the reference label's mean difference on the "
+                                    "questions judged under both: the target"),
+        **{column: spec for name, what in (("tuned", "PPI++"), ("plain", "PPI (λ = 1)"), ("classical", "classical"))
+           for column, spec in {
+               f"difference_{name}_coverage": Column(pl.Float64(), nullable=True, doc=f"share of replays whose {what} "
+                                                     "interval of the difference covers its target"),
+               f"difference_{name}_width": Column(pl.Float64(), nullable=True, doc="mean width of that interval"),
+           }.items()},
+        "difference_replays": Column(pl.Int64(), nullable=True, doc="replays whose draw reviewed both sides enough "
+                                     "for an interval (the coverage's denominator)"),
     },
     key=("n",),
 )

@@ -15,7 +15,8 @@ Out: `agreement_table`: per judge reading (argmax, expected) Spearman's ρ with 
      per_stratum the smallest giving at least n reviewed answers): the coverage of the all-answers reference mean
      and the mean width of the PPI++ (power-tuned), PPI (λ = 1) and classical (reviewed labels only) 95%
      intervals, the mean λ̂, and the naive judge interval's coverage (the judge's mean ± z·sd/√N, rescaled to 0–1:
-     what reporting the judge alone claims).
+     what reporting the judge alone claims); beside the means, the same coverage and widths for the difference of
+     two policies (what a finding reports) against the reference label's difference.
 
      `verdict_table`: whether the judge is validated on the dataset under judging.validate.gate (the CI's lower
      end of the gate's measure, for the judging.scoring reading, above its floor); `reference_comparisons`: the
@@ -144,10 +145,30 @@ def _per_stratum_for(items: pl.DataFrame, n: int) -> int:
     return int(sizes.max())
 
 
+def difference_arms(items: pl.DataFrame, policies: Sequence[str]) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The pair a difference is replayed for: policies[1] − policies[0] (as answers/comparisons.csv pairs them), and
+    for each side its items' row positions on the questions judged under both, in one question order; None with
+    fewer than two judged policies or no shared question."""
+    present = [policy for policy in policies if policy in set(items["policy"].to_list())]
+    if len(present) < 2:
+        return None
+    a, b = present[1], present[0]
+    indexed = items.with_row_index("position")
+    sides = [indexed.filter(pl.col("policy") == side).select("qid", "position") for side in (a, b)]
+    both = sides[0].join(sides[1], on="qid", suffix="_b").sort("qid")
+    if both.height < 2:
+        return None
+    return f"{a} − {b}", both["position"].to_numpy(), both["position_b"].to_numpy()
+
+
 def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: int, judge_column: str,
-                 confidence: float = 0.95, min_reviewed: int = 2) -> pl.DataFrame:
+                 confidence: float = 0.95, min_reviewed: int = 2, policies: Sequence[str] = ()) -> pl.DataFrame:
     """Per n in `sizes`: coverage and widths of the PPI++, PPI, classical and naive intervals over `replays` seeded
-    review draws (see the module text). InputError for an n larger than the answers available."""
+    review draws (see the module text), and with two judged `policies` the same for their difference (policies[1]
+    − policies[0], `difference_arms`) against the reference label's difference on the questions judged under both:
+    the review draw is the policies' own, so a question is rarely reviewed under both and the difference's
+    rectifiers come from two independent samples (judging/ppi.py). InputError for an n larger than the answers
+    available."""
     total = items.height
     too_many = [n for n in sizes if n > total]
     if too_many:
@@ -163,10 +184,15 @@ def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: 
     naive_half = z * f.std(ddof=1) / math.sqrt(total)
     naive_covers = abs(f.mean() - target) <= naive_half
     position = {item_id: index for index, item_id in enumerate(items["item_id"].to_list())}
+    pair = difference_arms(items, policies)
+    if pair is not None:
+        label, side_a, side_b = pair
+        target_difference = float((y[side_a] - y[side_b]).mean())
     rows = []
     for n in sizes:
         per_stratum = _per_stratum_for(items, n)
         records: dict[str, list] = {name: [] for name in ("tuned", "plain", "classical")}
+        differences: dict[str, list] = {name: [] for name in records}
         lams, drawn_counts = [], []
         for replay in range(replays):
             sample = review_sample(items, list(STRATIFY), per_stratum, seed=seed * 100_003 + replay * 7919 + n)
@@ -181,6 +207,14 @@ def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: 
                 records[name].append((estimate.low <= target <= estimate.high, estimate.high - estimate.low))
                 if name == "tuned":
                     lams.append(estimate.lam[0])
+                if pair is not None:
+                    difference = ppi.ppi_difference(
+                        ppi.make_arm(f[side_a], observed[side_a], strata[side_a]),
+                        ppi.make_arm(f[side_b], observed[side_b], strata[side_b]),
+                        min_reviewed=min_reviewed, confidence=confidence, lam=lam)
+                    if difference.status == ppi.OK:  # else this replay drew too few reviews of a side: not counted
+                        differences[name].append((difference.low <= target_difference <= difference.high,
+                                                  difference.high - difference.low))
         row = {"n": n, "n_reviewed_mean": float(np.mean(drawn_counts)), "per_stratum": per_stratum,
                "N": total, "replays": replays, "reference_mean": target}
         for name, values in records.items():
@@ -191,6 +225,13 @@ def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: 
         row["naive_coverage"] = float(naive_covers)
         row["naive_width"] = 2 * naive_half
         row["naive_mean"] = float(f.mean())
+        row["difference"] = label if pair is not None else None
+        row["difference_target"] = target_difference if pair is not None else None
+        for name, values in differences.items():
+            covered, widths = zip(*values) if values else ((), ())
+            row[f"difference_{name}_coverage"] = float(np.mean(covered)) if values else None
+            row[f"difference_{name}_width"] = float(np.mean(widths)) if values else None
+        row["difference_replays"] = len(differences["tuned"]) if pair is not None else None
         rows.append(row)
     return pl.DataFrame(rows)
 
@@ -296,6 +337,12 @@ def findings(agreement: pl.DataFrame, replay: pl.DataFrame, reference: str, scor
             f"{100 * item['classical_coverage']:.1f}%), its interval {_fmt(item['tuned_width'])} wide vs "
             f"{_fmt(item['classical_width'])} from the reviews alone ({_fmt(ratio, 2)}×; mean λ̂ "
             f"{_fmt(item['tuned_lambda_mean'], 2)})."
+            + (f" For the difference {item['difference']} (reference {item['difference_target']:+.3f}): PPI++ covers "
+               f"it in {100 * item['difference_tuned_coverage']:.1f}% of {item['difference_replays']} replays (PPI "
+               f"{100 * item['difference_plain_coverage']:.1f}%, classical "
+               f"{100 * item['difference_classical_coverage']:.1f}%), {_fmt(item['difference_tuned_width'])} wide vs "
+               f"{_fmt(item['difference_classical_width'])}."
+               if item.get("difference_tuned_coverage") is not None else "")
         )
     return sentences
 
@@ -314,4 +361,11 @@ def report_text(dataset: str, agreement: pl.DataFrame, replay: pl.DataFrame, ref
               "", *table(replay.select("n", "n_reviewed_mean", "N", "replays", "tuned_coverage", "plain_coverage",
                                        "classical_coverage", "naive_coverage", "tuned_width", "plain_width",
                                        "classical_width", "naive_width", "tuned_lambda_mean")), ""]
+    if replay["difference"].drop_nulls().len():
+        lines += [f"Review-loop replays for the difference {replay['difference'][0]} (target: the reference label's "
+                  f"difference, {replay['difference_target'][0]:+.3f}): coverage and mean width per n:", "",
+                  *table(replay.select("n", "difference_replays", "difference_tuned_coverage",
+                                       "difference_plain_coverage", "difference_classical_coverage",
+                                       "difference_tuned_width", "difference_plain_width",
+                                       "difference_classical_width")), ""]
     return "\n".join(lines)

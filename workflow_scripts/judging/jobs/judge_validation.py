@@ -38,7 +38,7 @@ def main(smk: Any) -> None:
     )
     agreement = validation.agreement_table(items, boot["resamples"], settings["seed"], boot["confidence"])
     replay = validation.replay_table(items, settings["review_sizes"], settings["replays"], settings["seed"], "judge",
-                                     boot["confidence"])
+                                     boot["confidence"], policies=smk.params.policies)
     write_report(agreement, Path(smk.output.agreement), JUDGE_AGREEMENT, float_precision=4)
     write_report(replay, Path(smk.output.replay), PPI_REPLAY, float_precision=4)
     write_table(items, smk.output.judged, JUDGE_VALIDATION_ITEMS)
