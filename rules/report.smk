@@ -128,6 +128,7 @@ rule summary:
         tables=summary_specs,
         partial_error_share=config["generation"]["partial_error_share"],
         routers=config["routing"]["routers"],
+        references=config["evaluation"]["references"],
         datasets=DATASETS,
         name=config["name"],
     script:

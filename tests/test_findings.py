@@ -207,3 +207,20 @@ def test_nothing_to_read_is_said_in_one_line():
     assert findings.landing({"scifact": []}) == []
     with pytest.raises(KeyError):
         findings.headroom("p", pl.DataFrame({"split": ["dev"]}))
+
+
+def test_an_arm_is_held_against_the_published_numbers_the_config_names():
+    """SciFact's BM25 against Anserini's BEIR regression: equal to 4 decimals; an arm below a pool's own order says
+    by how much."""
+    metrics = pl.DataFrame({"arm": ["bm25", "dense", "bm25"], "split": ["all", "all", "dev"],
+                            "nDCG@10": [0.678909, 0.645082, 0.5], "R@100": [0.925333, 0.925, 0.9], "questions": [300, 300, 10]})
+    anserini = {"anserini": {"source": "Anserini's BM25 flat regression", "arms": ["bm25"],
+                             "measures": {"nDCG@10": 0.6789, "R@100": 0.9253}}}
+    (bm25,) = findings.reference_findings(metrics, anserini)
+    assert bm25.kind == findings.REFERENCE and bm25.text == (
+        "`bm25` against Anserini's BM25 flat regression (`anserini`), over 300 questions: nDCG@10 0.6789 vs 0.6789, "
+        "R@100 0.9253 vs 0.9253; equal to 4 decimals.")
+    pool = {"pool": {"source": "the pool's own order", "measures": {"nDCG@10": 0.7226}}}
+    lines = findings.reference_findings(metrics, pool)
+    assert [line.text.split(";")[-1] for line in lines] == [" largest gap -0.0437.", " largest gap -0.0775."]
+    assert findings.landing({"scifact": [bm25]}) == [bm25.text]

@@ -5,6 +5,7 @@ import polars as pl
 from workflow_scripts.report import figures, summary
 
 STRATEGIES = ["classic", "rephrased", "fusion"]
+NO_SETTINGS = {"kinds": {}, "partial_share": 0.0, "references": {}}  # no routers, failures or references
 METRICS = figures.STUDY_C_METRICS
 
 
@@ -51,7 +52,7 @@ def test_summary_pages_show_tables_and_reports_as_their_contracts_say():
         summary.Shown("", "results/demo/study_c/tables/report.md", STUDY_C_REPORT,
                       "### Cost\n\n| strategy |\n|---|\n| classic |\n"),
     ], "absent": []}
-    landing = summary.summary_text(shown, "study_x", {})
+    landing = summary.summary_text(shown, "study_x", NO_SETTINGS)
     assert landing.startswith("# ragfrontier results: study_x\n\n## Findings\n")
     assert summary.NO_FINDINGS in landing  # no table to read findings from
     assert "### Generated questions\n\nUnits sampled" in landing and "| questions | 187 |" in landing
@@ -60,7 +61,7 @@ def test_summary_pages_show_tables_and_reports_as_their_contracts_say():
     assert "### Routing: held-out policies — p" in landing and "| router | trigger_rate |\n" in landing
     assert "onerror" not in landing and "audit" not in landing and "| classic |" not in landing
     assert "[summary_study_x/demo.md](summary_study_x/demo.md)" in landing and "## absent" not in landing
-    page = summary.dataset_text(shown["demo"], "demo", "study_x", {})
+    page = summary.dataset_text(shown["demo"], "demo", "study_x", NO_SETTINGS)
     assert page.startswith("# ragfrontier results: study_x — demo\n") and "(../summary_study_x.md)" in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img" not in page  # cell text is HTML-escaped
     assert "### Routing: calibration audit — p" in page and "| 0.5 | deployable | 0.25 |" in page

@@ -3,12 +3,12 @@
 In:  per dataset its tables by contract name and routing pair ({table name: {pair: frame}}; "" for a dataset-wide
      table): the routing pairs' utility, held-out policies and comparisons (metric and utility scales) and
      frontiers; the answers' summary and judged comparisons, the judge's validation verdict and the reference
-     label's comparisons; Study C's paired tables; plus the router kinds (routing.routers) and
-     generation.partial_error_share.
+     label's comparisons; Study C's paired tables; the retrieval metrics; plus the router kinds (routing.routers),
+     generation.partial_error_share and evaluation.references (published numbers to hold the arms against).
 Out: `dataset_findings` → every Finding of a dataset (its page lists them all); `landing` → at most about a dozen
      lines across the datasets for the landing page, most informative first: failures (a judge that failed its
      validation, findings marked partial), effects (a CI that excludes 0 with a p that agrees, a router that beats
-     the best fixed policy), where the two tests disagree, then one line each for the routers against the fixed
+     the best fixed policy, an arm against a published reference), where the two tests disagree, then one line each for the routers against the fixed
      policies, what switching rescues and harms per dataset, realized vs target usage, and the folded ones: the
      comparisons with no detectable difference and the pairs whose held-out labels do not vary.
 
@@ -43,16 +43,18 @@ from workflow_scripts.core.contracts import (
     STUDY_C_PAIRED_RETRIEVAL,
     STUDY_C_QUALITY,
     UTILITY_REPORT,
+    metrics_summary_report,
 )
 from workflow_scripts.core.vocabulary import ALWAYS_ON, FRONTIER_RULES, OFF
 
 # What a finding is, in the order the landing page takes them (see `landing`)
-FAILURE, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT, RANKING = (
-    "failure", "effect", "disagree", "routers", "headroom", "usage", "note", "null", "flat", "ranking")
+FAILURE, REFERENCE, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT, RANKING = (
+    "failure", "reference", "effect", "disagree", "routers", "headroom", "usage", "note", "null", "flat", "ranking")
 BASELINE_KINDS = frozenset({"random"})  # routers that are baselines: never named the best
 FIXED_KINDS = frozenset({"always", "never"})  # routers that are the fixed policies themselves
 LANDING_EFFECTS = 6  # effects listed one by one on the landing page; the rest are counted
 FIXED_NAMES = {ALWAYS_ON: "always switching", OFF: "never switching"}
+METRICS_SUMMARY_REPORT = metrics_summary_report(()).name
 
 
 @dataclass(frozen=True)
@@ -315,13 +317,39 @@ def study_c_findings(paired_retrieval: pl.DataFrame, paired: pl.DataFrame, quali
     return found
 
 
+# --- retrieval against published numbers
+
+
+def reference_findings(metrics: pl.DataFrame, references: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+    """Per configured reference (evaluation.references, measure names as the metrics table spells them) and arm it
+    applies to: the arm's mean over all its questions against the reference value, per measure, and whether they
+    agree to the 4 decimals the tables keep."""
+    found = []
+    overall = metrics.filter(pl.col("split") == "all")
+    for name, reference in references.items():
+        arms = reference.get("arms") or overall["arm"].to_list()
+        for row in overall.filter(pl.col("arm").is_in(arms)).iter_rows(named=True):
+            pairs = [(measure, row.get(measure), value) for measure, value in reference["measures"].items()]
+            parts = ", ".join(f"{measure} {number(ours, 4)} vs {number(theirs, 4)}" for measure, ours, theirs in pairs)
+            gaps = [ours - theirs for _, ours, theirs in pairs if ours is not None]
+            worst = max(gaps, key=abs) if gaps else None
+            same = worst is not None and len(gaps) == len(pairs) and abs(worst) < 5e-5
+            verdict = ("equal to 4 decimals" if same else
+                       f"largest gap {signed(worst, 4)}" if worst is not None else "not measured by this run")
+            found.append(Finding(f"`{row['arm']}` against {reference['source']} (`{name}`), over {row['questions']} "
+                                 f"questions: {parts}; {verdict}.", REFERENCE))
+    return found
+
+
 # --- a dataset, and the landing page
 
 
-def dataset_findings(tables: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str],
-                     partial_share: float = 0.0) -> list[Finding]:
+def dataset_findings(tables: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str], partial_share: float = 0.0,
+                     references: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
     """Every finding of one dataset, from its tables by contract name and pair (a missing table: no finding)."""
     found = []
+    if references and METRICS_SUMMARY_REPORT in tables:
+        found += reference_findings(tables[METRICS_SUMMARY_REPORT][""], references)
     for pair, utility in tables.get(UTILITY_REPORT.name, {}).items():
         if pair in tables.get(ROUTER_POLICIES.name, {}) and pair in tables.get(ROUTER_COMPARISONS.name, {}):
             found += routing_findings(pair, utility, tables[ROUTER_POLICIES.name][pair],
@@ -350,7 +378,7 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
     def of(kind: str) -> list[tuple[str, Finding]]:
         return [(dataset, finding) for dataset, finding in every if finding.kind == kind]
 
-    lines = [f"{where(dataset)}{finding.text}" for dataset, finding in of(FAILURE)]
+    lines = [f"{where(dataset)}{finding.text}" for dataset, finding in of(FAILURE) + of(REFERENCE)]
     effects = of(EFFECT) + of(DISAGREE)
     lines += [f"{where(dataset)}{finding.text}" for dataset, finding in effects[:LANDING_EFFECTS]]
     if len(effects) > LANDING_EFFECTS:

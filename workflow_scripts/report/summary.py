@@ -100,42 +100,41 @@ def dataset_page(name: str, dataset: str) -> str:
     return f"summary_{name}/{dataset}.md"
 
 
-NO_FINDINGS = "No routing pair, judged comparison or Study C table to read."
+NO_FINDINGS = "No routing pair, judged comparison, Study C table or configured reference (evaluation.references) to read."
 ABOUT_FINDINGS = ("Generated from the tables (CIs from a bootstrap over groups — papers or question contexts; p from a "
                   "paired permutation test, read together with the CI; judged differences only where the judge passed "
                   "its validation).")
 
 
-def findings_of(entries: Sequence[Shown], kinds: Mapping[str, str], partial_share: float) -> list[Finding]:
-    """A dataset's findings (report/findings.py) from its entries' tables, by contract name and pair."""
+def findings_of(entries: Sequence[Shown], settings: Mapping[str, Any]) -> list[Finding]:
+    """A dataset's findings (report/findings.py) from its entries' tables, by contract name and pair; `settings`:
+    the router kinds, generation.partial_error_share and evaluation.references."""
     tables: dict[str, dict[str, Any]] = {}
     for entry in entries:
         tables.setdefault(entry.spec.name, {})[entry.pair] = entry.content
-    return dataset_findings(tables, kinds, partial_share)
+    return dataset_findings(tables, settings["kinds"], settings["partial_share"], settings["references"])
 
 
-def all_findings(shown: Mapping[str, Sequence[Shown]], kinds: Mapping[str, str],
-                 partial_share: float) -> dict[str, list[Finding]]:
+def all_findings(shown: Mapping[str, Sequence[Shown]], settings: Mapping[str, Any]) -> dict[str, list[Finding]]:
     """Dataset → its findings, for each dataset with a table to show."""
-    return {dataset: findings_of(entries, kinds, partial_share) for dataset, entries in shown.items() if entries}
+    return {dataset: findings_of(entries, settings) for dataset, entries in shown.items() if entries}
 
 
-def landing_lines(shown: Mapping[str, Sequence[Shown]], kinds: Mapping[str, str], partial_share: float) -> list[str]:
+def landing_lines(shown: Mapping[str, Sequence[Shown]], settings: Mapping[str, Any]) -> list[str]:
     """The landing page's findings (report/findings.landing), or the one line saying there is nothing to read."""
-    return landing(all_findings(shown, kinds, partial_share)) or [NO_FINDINGS]
+    return landing(all_findings(shown, settings)) or [NO_FINDINGS]
 
 
-def findings_rst(shown: Mapping[str, Sequence[Shown]], kinds: Mapping[str, str], partial_share: float = 0.0) -> str:
+def findings_rst(shown: Mapping[str, Sequence[Shown]], settings: Mapping[str, Any]) -> str:
     """The findings in reStructuredText, for the landing page of `snakemake --report` (report/workflow.rst)."""
-    lines = [ABOUT_FINDINGS, ""] + [f"- {line.replace('`', '``')}" for line in landing_lines(shown, kinds, partial_share)]
+    lines = [ABOUT_FINDINGS, ""] + [f"- {line.replace('`', '``')}" for line in landing_lines(shown, settings)]
     return "\n".join(lines + [""])
 
 
-def summary_text(shown: Mapping[str, Sequence[Shown]], name: str, kinds: Mapping[str, str],
-                 partial_share: float = 0.0) -> str:
+def summary_text(shown: Mapping[str, Sequence[Shown]], name: str, settings: Mapping[str, Any]) -> str:
     """results/summary_<name>.md: the run's findings, then per dataset its headline tables."""
     lines = [f"# ragfrontier results: {cell(name)}", "", "## Findings", "", ABOUT_FINDINGS, ""]
-    lines += [f"- {cell(line)}" for line in landing_lines(shown, kinds, partial_share)] + [""]
+    lines += [f"- {cell(line)}" for line in landing_lines(shown, settings)] + [""]
     for dataset, entries in shown.items():
         if not entries:
             continue
@@ -149,10 +148,9 @@ def summary_text(shown: Mapping[str, Sequence[Shown]], name: str, kinds: Mapping
     return "\n".join(lines)
 
 
-def dataset_text(entries: Sequence[Shown], dataset: str, name: str, kinds: Mapping[str, str],
-                 partial_share: float = 0.0) -> str:
+def dataset_text(entries: Sequence[Shown], dataset: str, name: str, settings: Mapping[str, Any]) -> str:
     """results/summary_<name>/<dataset>.md: every finding of the dataset, then every table in full."""
-    found = findings_of(entries, kinds, partial_share)
+    found = findings_of(entries, settings)
     lines = [f"# ragfrontier results: {cell(name)} — {cell(dataset)}", "",
              f"Every finding and table of the dataset in full (the run's findings: "
              f"[summary_{name}.md](../summary_{name}.md)). Cost columns are measured wall seconds and "

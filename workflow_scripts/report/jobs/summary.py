@@ -4,7 +4,7 @@ In:  every table and stage report the summary shows (retrieval metrics, answers,
      frontiers, audit, measured cost per stage, per policy and with / without reuse, Study C's tables and its own
      Markdown, the judge validation's report, the generated-questions report); params: `tables`, per input in
      order its dataset, routing pair and contract (or Document), routing.routers (their kinds),
-     generation.partial_error_share, the datasets and `name`.
+     generation.partial_error_share, evaluation.references, the datasets and `name`.
 Out: results/summary_<name>.md (config `name`, one per study config): generated findings, then the headline tables;
      results/summary_<name>/<dataset>.md: every table of the dataset in full; results/summary_<name>/findings.rst:
      the findings for the landing page of `snakemake --report` (report/workflow.rst includes it).
@@ -39,16 +39,26 @@ def content(path: str, spec: Contract | Document) -> pl.DataFrame | str:
     return read_report(path, spec)
 
 
+def canonical(measures: dict[str, float]) -> dict[str, float]:
+    """Reference values keyed by the measure's name as ir-measures writes it (the metrics table's columns)."""
+    import ir_measures
+
+    return {str(ir_measures.parse_measure(measure)): value for measure, value in measures.items()}
+
+
 def main(smk: Any) -> None:
-    name, datasets, partial = smk.params.name, smk.params.datasets, smk.params.partial_error_share
-    kinds = {router: spec.get("kind", router) for router, spec in smk.params.routers.items()}
+    name, datasets = smk.params.name, smk.params.datasets
+    settings = {"kinds": {router: spec.get("kind", router) for router, spec in smk.params.routers.items()},
+                "partial_share": smk.params.partial_error_share,
+                "references": {key: {**spec, "measures": canonical(spec["measures"])}
+                               for key, spec in smk.params.references.items()}}
     shown: dict[str, list[Shown]] = {dataset: [] for dataset in datasets}
     for entry, path in zip(smk.params.tables, smk.input, strict=True):
         shown[entry["dataset"]].append(Shown(entry["pair"], path, entry["spec"], content(path, entry["spec"])))
     for dataset, page in zip(datasets, smk.output.pages, strict=True):
-        write_text_atomic(dataset_text(shown[dataset], dataset, name, kinds, partial), page)
-    write_text_atomic(findings_rst(shown, kinds, partial), smk.output.findings)
-    write_text_atomic(summary_text(shown, name, kinds, partial), smk.output.summary)
+        write_text_atomic(dataset_text(shown[dataset], dataset, name, settings), page)
+    write_text_atomic(findings_rst(shown, settings), smk.output.findings)
+    write_text_atomic(summary_text(shown, name, settings), smk.output.summary)
 
 
 if __name__ == "__main__":
