@@ -272,7 +272,36 @@ def record_bench_module():
     return module
 
 
-BENCH_RECORDS = sorted((PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md"))
+def render_bench_json_module():
+    spec = importlib.util.spec_from_file_location("render_bench_json", PROJECT_ROOT / "benchmarks" / "render_bench_json.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RENDERED = sorted(render_bench_json_module().PAGES)  # pages rendered from a committed benchmark JSON
+BENCH_RECORDS = sorted(path for path in (PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md")
+                       if path.stem not in RENDERED)
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_each_page_rendered_from_a_benchmark_json_is_what_the_committed_json_renders_to(name):
+    """docs/measured/bench/<name>.md is benchmarks/render_bench_json.py's rendering of benchmarks/<name>.json, never
+    edited: a JSON committed without re-rendering (or an edited page) fails here. Each sits in the nav and the
+    Benchmarks page links it."""
+    page = PROJECT_ROOT / "docs" / "measured" / "bench" / f"{name}.md"
+    assert page.is_file() and page.read_text() == render_bench_json_module().render(name), (
+        f"docs/measured/bench/{name}.md is stale: run `.venv/bin/python benchmarks/render_bench_json.py`")
+    assert f"measured/bench/{name}.md" in (PROJECT_ROOT / "mkdocs.yml").read_text(), (
+        f"docs/measured/bench/{name}.md: not in mkdocs.yml's nav")
+    assert f"(measured/bench/{name}.md)" in (PROJECT_ROOT / "docs" / "benchmarks.md").read_text(), (
+        f"docs/benchmarks.md: its Benchmarks list should link measured/bench/{name}.md")
+
+
+def test_every_benchmark_page_is_written_by_a_script():
+    for path in (PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md"):
+        header = render_bench_json_module().HEADER if path.stem in RENDERED else record_bench_module().HEADER
+        assert header in path.read_text(), f"docs/measured/bench/{path.name}: written by neither script"
 
 
 @pytest.mark.parametrize("page", [path.name for path in BENCH_RECORDS])
