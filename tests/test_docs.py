@@ -1,6 +1,7 @@
 """Documentation that cannot rot: the generated reference pages are fresh, `mkdocs build --strict` passes (every
 link and anchor between pages), the README's links resolve, every config snippet validates against the schema,
-every documented Snakemake command plans its DAG, and the README's findings are the ones a fresh demo run writes."""
+every documented Snakemake command plans its DAG, the README's findings are the ones a fresh demo run writes, no
+hand-written table holds a measured number, and every benchmark page is what its script wrote or its JSON renders to."""
 
 import copy
 import importlib.util
@@ -91,6 +92,75 @@ def test_readme_is_short_and_its_links_resolve():
         assert path.exists(), f"README.md: link [{label}]({target}) points at nothing"
         if anchor:
             assert anchor in anchors(path), f"README.md: link [{label}]({target}): no heading '{anchor}' in {file}"
+
+
+# No measured number in a hand-written table (#42): tables of measurements are generated (docs/measured/** from a run
+# or a committed benchmark JSON, configuration.md and outputs.md from the schema and contracts); a prose page links
+# them and quotes a number or two in a sentence. A table cell "looks like a measurement" when it holds a standalone
+# number (not part of a name: SmolLM2-135M, nDCG@10, 10k, Qwen2.5, a version such as 0.2.8) with a decimal part, a
+# thousands separator or an exponent, or followed by a unit of time, memory or share (9.2 min, 62s, 4 GiB, 95%, 3×).
+# Integers alone (counts of inputs such as "65 questions", scales such as "0–2") are facts of the config, not
+# measurements. Code spans are not prose (config keys and values, file names). A number that is the text of a link to
+# a record under measured/ is allowed when that record holds it: the record is the source and this test checks the
+# copy (the README's runtimes).
+PROSE_PAGES = [README, *(path for path in PAGES if path.name not in reference.PAGES)]
+UNIT = r"(?:\s?(?:ms|s|min|minutes|h|hours|KiB|MiB|GiB|KB|MB|GB|%)|×)(?!\w)"
+MEASUREMENT = re.compile(rf"(?<![\w@.\-/])(\d+(?:,\d{{3}})*(?:\.\d+)?(?:e[-+]?\d+)?)({UNIT}|(?![\w.]))")
+RECORD_LINK = re.compile(r"\[([^\]]*)\]\(((?:docs/)?measured/[^)#\s]+)[^)]*\)")
+# (page, the number as written): why it is not a measurement. Keep it short; prefer fixing the page.
+NOT_MEASURED = {
+    ("docs/judging.md", "0.32"): "vLLM 0.32, the version whose grammar bitmask the row describes (a version pin)",
+    ("docs/getting-started.md", "95%"): "the 95% level of the review sheet's CIs (a setting)",
+}
+
+
+def measurements(text: str) -> list[str]:
+    """The numbers in `text` that look like measurements (see above)."""
+    return [match.group(0) for match in MEASUREMENT.finditer(text) if re.search(r"[.,e]", match.group(1)) or match.group(2)]
+
+
+def table_rows(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of every Markdown table row of a page outside fenced blocks, separators left out."""
+    rows, fenced = [], False
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("|") and not re.fullmatch(r"\|[\s:|-]+", line):
+            rows.append((number, line))
+    return rows
+
+
+def test_measurements_are_told_from_names_counts_and_settings():
+    assert measurements("| one per job | 1,560.6 s | 110 | 8 | 8 | 1,440.7 |") == ["1,560.6 s", "1,440.7"]
+    assert measurements("| ingest | 0.37 | 2.36 | 13.8 | 0.78 | 234 MiB |") == ["0.37", "2.36", "13.8", "0.78", "234 MiB"]
+    assert measurements("| CACM | BM25 (k1 0.9, b 0.4) | MAP 0.3123, P@30 0.1942 |") == ["0.9", "0.4", "0.3123", "0.1942"]
+    assert measurements("took 62s, 3× faster, 4GiB, 96.0% and 1.4e-7") == ["62s", "3×", "4GiB", "96.0%", "1.4e-7"]
+    assert measurements("| 12 demo papers, 65 questions | SmolLM2-135M | 1.5B–8B, Qwen2.5, ColBERTv2 | nDCG@10, "
+                        "R@100 | 10k / 1M units | 2 threads, 0–2, 3 × 5 | xgrammar 0.2.8 |") == []
+
+
+@pytest.mark.parametrize("page", [path.relative_to(PROJECT_ROOT).as_posix() for path in PROSE_PAGES])
+def test_no_hand_written_table_holds_a_measured_number(page):
+    path = PROJECT_ROOT / page
+    problems = []
+    for number, row in table_rows(path):
+        for match in RECORD_LINK.finditer(row):
+            record = (path.parent / match.group(2)).resolve()
+            assert record.is_file(), f"{page}:{number}: links {match.group(2)}, which does not exist"
+            for quoted in measurements(match.group(1)):
+                assert quoted in record.read_text(), (
+                    f"{page}:{number}: [{match.group(1)}]({match.group(2)}) quotes {quoted}, which its record does not hold")
+        prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", RECORD_LINK.sub("", row)))
+        problems += [f"{page}:{number}: {quoted}" for quoted in measurements(prose) if (page, quoted) not in NOT_MEASURED]
+    assert not problems, ("a hand-written table holds measured numbers: link the record (docs/measured/) or render the "
+                          "benchmark JSON (benchmarks/render_bench_json.py) instead:\n" + "\n".join(problems))
+
+
+def test_each_exemption_from_the_table_rule_is_still_needed():
+    for (page, quoted), reason in NOT_MEASURED.items():
+        rows = [row for _, row in table_rows(PROJECT_ROOT / page)]
+        assert any(quoted in measurements(re.sub(r"`[^`]*`", "", row)) for row in rows), (
+            f"{page}: no table cell holds {quoted} any more ({reason}); drop its entry from NOT_MEASURED")
 
 
 def merged(base: dict, layer: dict) -> dict:
@@ -272,7 +342,36 @@ def record_bench_module():
     return module
 
 
-BENCH_RECORDS = sorted((PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md"))
+def render_bench_json_module():
+    spec = importlib.util.spec_from_file_location("render_bench_json", PROJECT_ROOT / "benchmarks" / "render_bench_json.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RENDERED = sorted(render_bench_json_module().PAGES)  # pages rendered from a committed benchmark JSON
+BENCH_RECORDS = sorted(path for path in (PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md")
+                       if path.stem not in RENDERED)
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_each_page_rendered_from_a_benchmark_json_is_what_the_committed_json_renders_to(name):
+    """docs/measured/bench/<name>.md is benchmarks/render_bench_json.py's rendering of benchmarks/<name>.json, never
+    edited: a JSON committed without re-rendering (or an edited page) fails here. Each sits in the nav and the
+    Benchmarks page links it."""
+    page = PROJECT_ROOT / "docs" / "measured" / "bench" / f"{name}.md"
+    assert page.is_file() and page.read_text() == render_bench_json_module().render(name), (
+        f"docs/measured/bench/{name}.md is stale: run `.venv/bin/python benchmarks/render_bench_json.py`")
+    assert f"measured/bench/{name}.md" in (PROJECT_ROOT / "mkdocs.yml").read_text(), (
+        f"docs/measured/bench/{name}.md: not in mkdocs.yml's nav")
+    assert f"(measured/bench/{name}.md)" in (PROJECT_ROOT / "docs" / "benchmarks.md").read_text(), (
+        f"docs/benchmarks.md: its Benchmarks list should link measured/bench/{name}.md")
+
+
+def test_every_benchmark_page_is_written_by_a_script():
+    for path in (PROJECT_ROOT / "docs" / "measured" / "bench").glob("*.md"):
+        header = render_bench_json_module().HEADER if path.stem in RENDERED else record_bench_module().HEADER
+        assert header in path.read_text(), f"docs/measured/bench/{path.name}: written by neither script"
 
 
 @pytest.mark.parametrize("page", [path.name for path in BENCH_RECORDS])
