@@ -85,30 +85,30 @@ def answer_requests(policy: str, questions: pl.DataFrame, shown: Mapping[str, tu
             for qid, text in questions.select("qid", "text").iter_rows()]
 
 
-def judge_items(questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]], answers: str) -> pl.DataFrame:
+def judge_items(questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]], answers: pl.DataFrame) -> pl.DataFrame:
     """What the judges see of each answered question: item_id, question, answer, references, evidence (an answer
     whose generation failed is not judged)."""
-    texts = read_table(answers, GENERATIONS).filter(pl.col("status") == "ok")
+    texts = answers.filter(pl.col("status") == "ok")
     items = questions.join(texts.select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
     return items.select(
         pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer", pl.col("answers").alias("references"),
         pl.Series("evidence", [list(shown[qid]) for qid in items["qid"]], dtype=pl.List(pl.String)),
     )
 
-def policy_table(policies: Sequence[str], grounded: Sequence[str], quality: Sequence[str],
+def policy_table(policies: Sequence[str], grounded: Sequence[pl.DataFrame], quality: Sequence[pl.DataFrame],
                  scoring: str = "expected") -> pl.DataFrame:
     """One row per (qid, policy) with both judges' verdicts (null where a judgment failed), each score read as
     `judging.scoring` says (judges.reading): correctness, faithful, answer (is_answer or P(is_answer)), overall
-    (unconditional) and overall_given (given is_answer)."""
+    (unconditional) and overall_given (given is_answer); `grounded` and `quality` are each policy's judgments."""
     read = judges.reading(scoring)
     rows = []
-    for policy, path_grounded, path_quality in zip(policies, grounded, quality):
-        a = read_table(path_grounded, JUDGMENTS_GROUNDED).select(
+    for policy, judged_grounded, judged_quality in zip(policies, grounded, quality, strict=True):
+        a = judged_grounded.select(
             "item_id", "status", pl.col("obtained").alias("obtained_grounded"), "abstained",
             pl.col(read["correctness"]).cast(pl.Float64).alias("correctness"),
             pl.col(read["faithfulness"]).cast(pl.Float64).alias("faithful"),
             pl.col("score_basis").alias("basis_grounded"), pl.col("failure").alias("failure_grounded"))
-        c = read_table(path_quality, JUDGMENTS_QUALITY).select(
+        c = judged_quality.select(
             "item_id", pl.col("status").alias("status_quality"), pl.col("obtained").alias("obtained_quality"), "is_answer",
             pl.col(read["is_answer"]).cast(pl.Float64).alias("answer"),
             pl.col(read["overall"]).cast(pl.Float64).alias("overall"),
@@ -165,11 +165,11 @@ def summarize(table: pl.DataFrame, policies: Sequence[str], answers: Mapping[str
     ])
 
 
-def comparisons(table: pl.DataFrame, policies: Sequence[str], splits: str, bootstrap: Mapping[str, Any],
+def comparisons(table: pl.DataFrame, policies: Sequence[str], splits: pl.DataFrame, bootstrap: Mapping[str, Any],
                 seed: int) -> pl.DataFrame:
-    """Paired differences of correctness of every policy vs the first, bootstrap over groups (COMPARISONS; no rows
-    when no question was judged under every policy)."""
-    groups = read_table(splits, SPLITS).select("qid", "group_id")
+    """Paired differences of correctness of every policy vs the first, bootstrap over groups (the `splits` table's
+    group_id; COMPARISONS; no rows when no question was judged under every policy)."""
+    groups = splits.select("qid", "group_id")
     wide = table.pivot(on="policy", index="qid", values="correctness").drop_nulls().join(groups, on="qid")
     pairs = [(policy, policies[0]) for policy in policies[1:]]
     if not (pairs and wide.height):

@@ -8,18 +8,28 @@ Out: results/<dataset>/answers/summary.csv and comparisons.csv (COMPARISONS).
 from typing import Any
 
 from workflow_scripts.answers import answering
-from workflow_scripts.core.contracts import ANSWER_SUMMARY, COMPARISONS, GENERATIONS
+from workflow_scripts.core.contracts import (
+    ANSWER_SUMMARY,
+    COMPARISONS,
+    GENERATIONS,
+    JUDGMENTS_GROUNDED,
+    JUDGMENTS_QUALITY,
+    SPLITS,
+)
 from workflow_scripts.core.tables import read_table, write_report
 from workflow_scripts.jobs.runtime import run_job
 
 
 def main(smk: Any) -> None:
     policies = list(smk.params.policies)
-    table = answering.policy_table(policies, smk.input.grounded, smk.input.quality, smk.params.scoring)
+    grounded = [read_table(path, JUDGMENTS_GROUNDED) for path in smk.input.grounded]
+    quality = [read_table(path, JUDGMENTS_QUALITY) for path in smk.input.quality]
+    table = answering.policy_table(policies, grounded, quality, smk.params.scoring)
     answers = {policy: read_table(path, GENERATIONS, columns=["status", "error"])
                for policy, path in zip(policies, smk.input.answers, strict=True)}
     write_report(answering.summarize(table, policies, answers), smk.output.summary, ANSWER_SUMMARY, float_precision=4)
-    paired = answering.comparisons(table, policies, smk.input.splits, smk.params.bootstrap, smk.params.seed)
+    splits = read_table(smk.input.splits, SPLITS)
+    paired = answering.comparisons(table, policies, splits, smk.params.bootstrap, smk.params.seed)
     write_report(paired, smk.output.comparisons, COMPARISONS, float_precision=4)
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.answers import answering
-from workflow_scripts.core.tables import write_table
+from workflow_scripts.core.contracts import GENERATIONS
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.jobs.runtime import run_job, shard_of
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
@@ -20,7 +21,7 @@ from workflow_scripts.llm.rendering import load_templates
 def main(smk: Any) -> None:
     questions = answering.answered_questions(smk.input.questions, smk.input.splits, smk.params.splits, shard_of(smk))
     shown = answering.evidence(smk.wildcards.policy, questions, smk.input.get("run"), smk.input.get("units"))
-    items = answering.judge_items(questions, shown, smk.input.answers)
+    items = answering.judge_items(questions, shown, read_table(smk.input.answers, GENERATIONS))
     templates = load_templates(smk.params.prompts)
     engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")
     for name, spec in answering.JUDGES.items():
