@@ -8,6 +8,7 @@ from llm_fakes import WordTokenBackend
 
 from workflow_scripts.core.contracts import STUDY_C_ANSWERS, STUDY_C_RUNS
 from workflow_scripts.core.tables import conform
+from workflow_scripts.core.errors import InputError
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 from workflow_scripts.llm.templates import DEFAULTS
@@ -28,8 +29,8 @@ class ScriptedBackend(WordTokenBackend):
 
     fingerprint = "scripted"
 
-    def __init__(self, script, fail=()):
-        self.script, self.fail, self.asked = script, set(fail), []
+    def __init__(self, script, fail=(), failing=None):
+        self.script, self.fail, self.failing, self.asked = script, set(fail), failing, []
 
     def complete(self, batch, sampling):
         outcomes = []
@@ -38,7 +39,7 @@ class ScriptedBackend(WordTokenBackend):
             if name in ("tool_call", "tool_answer"):  # one system prompt: the answer turn replays the call
                 name = "tool_answer" if len(prompt.messages) > 2 else "tool_call"
             self.asked.append((name, prompt.messages))
-            if name in self.fail:
+            if name in self.fail and (self.failing is None or question_of(prompt.messages) in self.failing):
                 outcomes.append(llm.Outcome(error="HTTP 500", latency_s=0.5))
                 continue
             text = self.script[name](prompt.messages)
@@ -71,8 +72,10 @@ def answer_script(**replies):
     return base | replies
 
 
-def run(strategy, queries, script, tmp_path, fail=()):
-    backend, retriever = ScriptedBackend(script, fail), FixedRetriever()
+def run(strategy, queries, script, tmp_path, fail=(), failing=None):
+    """Run a strategy on `queries` with the scripted backend; the steps in `fail` answer HTTP 500 (for the questions
+    in `failing` only, when given: a call whose every request fails stops the stage, llm/engine.py)."""
+    backend, retriever = ScriptedBackend(script, fail, failing), FixedRetriever()
     engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "scripted"}), backend)
     ctx = strategies.Context(engine, tmp_path / "llm", TEMPLATES, SETTINGS, retriever,
                              {docid: f"text of {docid}" for docid in DOCS})
@@ -109,9 +112,13 @@ def test_rephrased_searches_the_rewrite_and_falls_back_on_a_blank_one(tmp_path):
 
 
 def test_rephrase_request_error_falls_back_to_the_original_query(tmp_path):
-    _, answers, _, _ = run("rephrased", {"a": "x"}, answer_script(), tmp_path, fail={"rephrase"})
+    script = answer_script(rephrase=lambda messages: "rewritten")
+    _, answers, _, _ = run("rephrased", {"a": "x", "b": "y"}, script, tmp_path, fail={"rephrase"}, failing={"x"})
     assert answers["a"]["fallback"] == "rephrase_failed" and answers["a"]["search_queries"] == ["x"]
     assert answers["a"]["llm_calls"] == 2 and answers["a"]["llm_seconds"] == pytest.approx(0.75)
+    assert answers["b"]["fallback"] is None and answers["b"]["search_queries"] == ["rewritten"]
+    with pytest.raises(InputError, match=r"all 1 requests to the transformers backend .* HTTP 500"):
+        run("rephrased", {"a": "x"}, answer_script(), tmp_path / "all", fail={"rephrase"})
 
 
 @pytest.mark.parametrize("reply, cause, order", [
@@ -137,9 +144,11 @@ def test_rephrased_reranked_keeps_3_of_10_or_the_retrieval_order(tmp_path, reply
 
 def test_rerank_request_error_keeps_the_retrieval_order(tmp_path):
     script = answer_script(rephrase=lambda messages: "rewritten")
-    runs, answers, _, _ = run("rephrased_reranked", {"q": "original"}, script, tmp_path, fail={"rerank_listwise"})
+    runs, answers, _, _ = run("rephrased_reranked", {"q": "original", "p": "other"}, script | {
+        "rerank_listwise": lambda messages: "[1, 2, 3]"}, tmp_path, fail={"rerank_listwise"}, failing={"original"})
     candidates = [docid for docid, _ in FixedRetriever().search(["rewritten"], 10)[0][0]]
     assert docs_of(runs, "q") == candidates[:3] and answers["q"]["fallback"] == "rerank_failed"
+    assert answers["p"]["fallback"] is None
 
 
 def test_rrf_sums_reciprocal_ranks_and_breaks_ties_by_docid():
@@ -189,9 +198,10 @@ def test_tool_call_searches_at_most_once_then_answers_from_the_results(tmp_path)
 
 
 def test_a_failed_answer_call_is_recorded_not_raised(tmp_path):
-    runs, answers, _, _ = run("classic", {"q": "x"}, answer_script(), tmp_path, fail={"answer_rag"})
+    runs, answers, _, _ = run("classic", {"q": "x", "r": "y"}, answer_script(), tmp_path, fail={"answer_rag"},
+                              failing={"x"})
     assert answers["q"]["answer_status"] == "error" and answers["q"]["answer"] is None
-    assert answers["q"]["answer_error"] == "HTTP 500" and runs.height == 3
+    assert answers["q"]["answer_error"] == "HTTP 500" and runs.height == 6 and answers["r"]["answer_status"] == "ok"
 
 
 def test_rephrase_is_shared_through_the_cache_but_charged_to_each_strategy(tmp_path):
