@@ -5,8 +5,9 @@ import polars as pl
 import pytest
 
 from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS
-from workflow_scripts.core.tables import frame, write_table
+from workflow_scripts.core.tables import frame, read_table, write_table
 from workflow_scripts.routing import protocol
+from workflow_scripts.routing.labels import answer_labels, utility_table
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,
         "features": ["query_only", "uncertainty"]}
@@ -40,10 +41,11 @@ def write_inputs(folder, without: list[str], with_retrieval: list[str]):
 
 def labels(folder):
     """What rule route_labels writes: the labels and the utility table."""
-    table, model, unscorable = protocol.pair_labels(PAIR, folder / "closed_book.parquet", folder / "bm25.parquet",
-                                                    folder / "questions.parquet")
-    utility = protocol.utility_table(table, pl.read_parquet(folder / "splits.parquet"), "d", "closed_vs_bm25",
-                                     PAIR["measure"], model, unscorable)
+    table, model, unscorable = answer_labels(
+        read_table(folder / "questions.parquet", QUESTIONS), read_table(folder / "closed_book.parquet", GENERATIONS),
+        read_table(folder / "bm25.parquet", GENERATIONS), PAIR["measure"], PAIR["f1_threshold"])
+    utility = utility_table(table, pl.read_parquet(folder / "splits.parquet"), "d", "closed_vs_bm25",
+                            PAIR["measure"], model, unscorable)
     return table, utility
 
 

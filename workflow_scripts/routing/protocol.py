@@ -29,7 +29,6 @@ Out (results/<dataset>/routing/<pair>/):
 Routers that never or always fire have no budget knob and are left out of frontiers and the audit.
 """
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,16 +39,11 @@ from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RANKING, RUN
 from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.vocabulary import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, LEARNED_ROUTERS, OFF, SCORE_ROUTERS, is_closed_book_pair
+from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, LEARNED_ROUTERS, OFF, SCORE_ROUTERS
 from workflow_scripts.cost.pricing import measured_costs, trigger_cost
 from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
-from workflow_scripts.routing.labels import (
-    answer_correctness,
-    arm_labels,
-    outcome_summary,
-    retrieval_labels,
-)
+from workflow_scripts.routing.labels import with_splits
 from workflow_scripts.routing.routers import (
     FIXED_THRESHOLDS,
     apply_frozen,
@@ -62,8 +56,6 @@ from workflow_scripts.routing.routers import (
     read_artifact,
 )
 from workflow_scripts.stats.paired import compare_policies
-
-log = logging.getLogger("ragfrontier.route")
 
 
 def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
@@ -93,53 +85,6 @@ def feature_table(families: Sequence[str], inputs: Mapping[str, str]) -> pl.Data
     if "retrieval_score" in families:
         tables.append(feature_sets.probe_features(read_table(inputs["probe"], RANKING), labelled.explode().to_list()))
     return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
-
-
-def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
-    return table.join(splits.select("qid", "group_id", "split"), on="qid", how="inner")
-
-
-def pair_labels(pair: Mapping[str, Any], base: str, alternative: str,
-                questions: str | None = None) -> tuple[pl.DataFrame, str | None, int]:
-    """The pair's labels, the generator model behind them (Study B) and the questions without references. `base`,
-    `alternative`: the two sides' per-query metrics (Study A) or GENERATIONS (Study B, which also reads the
-    `questions`' reference answers)."""
-    if not is_closed_book_pair(pair):
-        labels = arm_labels(pl.read_parquet(base), pl.read_parquet(alternative), pair["measure"],
-                            (pair["base"], pair["alternative"]))
-        return labels, None, 0
-    without, with_retrieval = read_table(base, GENERATIONS), read_table(alternative, GENERATIONS)
-    correctness, unscorable = answer_correctness(read_table(questions, QUESTIONS), without, with_retrieval,
-                                                 pair["measure"], pair["f1_threshold"])
-    if correctness.is_empty():
-        raise InputError(f"labels: none of the {unscorable} answered questions has reference answers to score "
-                         f"against; Study B needs a dataset with answers (questions.parquet column 'answers')")
-    models = sorted(set(without["model"]) | set(with_retrieval["model"]))
-    return retrieval_labels(correctness), " | ".join(models), unscorable
-
-
-def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, dataset: str, pair_name: str, measure: str,
-                  model: str | None, unscorable: int) -> pl.DataFrame:
-    """The utility distribution (outcome_summary) per split and over all splits, tagged with dataset, pair, model."""
-    by_split = outcome_summary(with_splits(labels, splits), ["split"])
-    overall = outcome_summary(labels).with_columns(pl.lit("all").alias("split"))
-    table = pl.concat([overall.select(by_split.columns), by_split])
-    tags = [pl.lit(dataset).alias("dataset"), pl.lit(pair_name).alias("pair"),
-            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(measure).alias("measure")]
-    signal_absent = labels["delta"].n_unique() <= 1
-    return table.select(*tags, pl.all()).with_columns(
-        pl.lit(unscorable).alias("without_reference"), pl.lit(signal_absent).alias("signal_absent")
-    )
-
-
-def log_labels(labels: pl.DataFrame, utility: pl.DataFrame, unscorable: int) -> None:
-    """What a reader of the job's log needs about the labels: questions left out, a label without signal."""
-    if unscorable:
-        log.warning("labels: %d questions have no reference answers and are left out", unscorable)
-    if utility["signal_absent"][0]:
-        log.warning("labels: every question has the same label (%s): the routers run, but there is no signal "
-                    "to learn and every learned router scores all questions alike", labels["outcome"][0])
-    log.info("labels: %s", outcome_summary(labels).to_dicts())
 
 
 def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
