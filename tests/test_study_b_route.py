@@ -7,6 +7,7 @@ import pytest
 from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS
 from workflow_scripts.core.tables import frame, read_table, write_table
 from workflow_scripts.routing import protocol
+from workflow_scripts.routing.features import labelled_features, query_features, uncertainty_features
 from workflow_scripts.routing.labels import answer_labels, utility_table
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,
@@ -50,10 +51,10 @@ def labels(folder):
 
 
 def features(folder, labelled: pl.DataFrame) -> pl.DataFrame:
-    labelled.write_parquet(folder / "labels.parquet")
-    return protocol.feature_table(PAIR["features"], {"labels": folder / "labels.parquet",
-                                                     "questions": folder / "questions.parquet",
-                                                     "closed_book": folder / "closed_book.parquet"})
+    """What rule route_features writes for the pair's families (query_only, uncertainty)."""
+    tables = [query_features(read_table(folder / "questions.parquet", QUESTIONS)),
+              uncertainty_features(read_table(folder / "closed_book.parquet", GENERATIONS))]
+    return labelled_features(tables, labelled["qid"])
 
 
 def test_labels_and_utility_distribution_per_split(tmp_path):

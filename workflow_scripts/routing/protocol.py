@@ -35,13 +35,10 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, RANKING, RUNS, UNITS
-from workflow_scripts.core.tables import read_table
 from workflow_scripts.core.vocabulary import FEATURE_FAMILY
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import ADAPTIVE, ALWAYS_ON, LEARNED_ROUTERS, OFF, SCORE_ROUTERS
 from workflow_scripts.cost.pricing import measured_costs, trigger_cost
-from workflow_scripts.routing import features as feature_sets
 from workflow_scripts.routing.frontiers import calibration_audit, frontier_table
 from workflow_scripts.routing.labels import with_splits
 from workflow_scripts.routing.routers import (
@@ -67,24 +64,6 @@ def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]):
         return make_router(name, "score", (feature,), sign=sign)
     learned = kind in LEARNED_ROUTERS
     return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
-
-
-def feature_table(families: Sequence[str], inputs: Mapping[str, str]) -> pl.DataFrame:
-    """The configured feature families for the labelled questions, joined on qid. `inputs`: paths of `labels` and
-    of what the families read (`base_run`, `units`, `dense`; `questions`; `closed_book`; `probe`)."""
-    labelled = pl.read_parquet(inputs["labels"])["qid"].implode()
-    tables = []
-    if "base_arm" in families:
-        run = read_table(inputs["base_run"], RUNS)
-        kinds = read_table(inputs["units"], UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "kind"])
-        tables.append(feature_sets.keep_features(run, read_table(inputs["dense"], RANKING), kinds))
-    if "query_only" in families:
-        tables.append(feature_sets.query_features(read_table(inputs["questions"], QUESTIONS)))
-    if "uncertainty" in families:
-        tables.append(feature_sets.uncertainty_features(read_table(inputs["closed_book"], GENERATIONS)))
-    if "retrieval_score" in families:
-        tables.append(feature_sets.probe_features(read_table(inputs["probe"], RANKING), labelled.explode().to_list()))
-    return feature_sets.combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])
 
 
 def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
