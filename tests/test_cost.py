@@ -229,8 +229,7 @@ def test_trigger_cost_is_what_firing_adds(study_a):
 
 def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
     from workflow_scripts.core.contracts import SPLITS
-    from workflow_scripts.routing import protocol
-    from workflow_scripts.routing.routers import read_artifact
+    from workflow_scripts.routing.routers import dev_labels, fit_routers, read_artifact
 
     table = cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")
@@ -242,11 +241,11 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}, "stages": STAGES}
-    splits = pl.read_parquet(tmp_path / "splits.parquet")
-    _, thresholds, artifacts = protocol.fit_routers(pl.read_parquet(tmp_path / "labels.parquet"),
-                                                    pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
-                                                    routers, settings, "keep_vs_hybrid", measured,
-                                                    str(tmp_path / "ledger.parquet"))
+    splits, labels = pl.read_parquet(tmp_path / "splits.parquet"), pl.read_parquet(tmp_path / "labels.parquet")
+    priced = pricing.measured_costs("keep_vs_hybrid", measured, str(tmp_path / "ledger.parquet"),
+                                    dev_labels(labels, splits)["qid"])
+    _, thresholds, artifacts = fit_routers(labels, pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
+                                           routers, settings, "keep_vs_hybrid", priced)
     for name in routers:
         metadata = read_artifact(artifacts[name])["metadata"]
         assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
