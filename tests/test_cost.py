@@ -187,18 +187,16 @@ def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
     assert points["usage"].to_list() == [0.5, 0.75]
 
 
-def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
+def test_router_families_come_from_the_artifact():
     from workflow_scripts.routing.routers import ARTIFACT_FORMAT
 
-    def artifact(name, router, features):
-        path = tmp_path / name
-        path.write_text(json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}))
-        return str(path)
+    def artifact(router, features):
+        return json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}).encode()
 
-    families = route_costs.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
+    families = route_costs.router_families([artifact("ridge", ["top1_cos", "q_tokens"]), artifact("never", [])])
     assert families == {"ridge": frozenset({"base_arm", "query_only"}), "never": frozenset()}
     with pytest.raises(InputError, match="router 'odd' reads features \\['mystery'\\]"):
-        route_costs.router_families([artifact("c.json", "odd", ["mystery"])])
+        route_costs.router_families([artifact("odd", ["mystery"])])
 
 
 def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
