@@ -187,18 +187,16 @@ def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
     assert points["usage"].to_list() == [0.5, 0.75]
 
 
-def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
+def test_router_families_come_from_the_artifact():
     from workflow_scripts.routing.routers import ARTIFACT_FORMAT
 
-    def artifact(name, router, features):
-        path = tmp_path / name
-        path.write_text(json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}))
-        return str(path)
+    def artifact(router, features):
+        return json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}).encode()
 
-    families = route_costs.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
+    families = route_costs.router_families([artifact("ridge", ["top1_cos", "q_tokens"]), artifact("never", [])])
     assert families == {"ridge": frozenset({"base_arm", "query_only"}), "never": frozenset()}
     with pytest.raises(InputError, match="router 'odd' reads features \\['mystery'\\]"):
-        route_costs.router_families([artifact("c.json", "odd", ["mystery"])])
+        route_costs.router_families([artifact("odd", ["mystery"])])
 
 
 def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
@@ -229,8 +227,7 @@ def test_trigger_cost_is_what_firing_adds(study_a):
 
 def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
     from workflow_scripts.core.contracts import SPLITS
-    from workflow_scripts.routing import protocol
-    from workflow_scripts.routing.routers import read_artifact
+    from workflow_scripts.routing.routers import dev_labels, fit_routers, read_artifact
 
     table = cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")
@@ -242,11 +239,11 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}, "stages": STAGES}
-    splits = pl.read_parquet(tmp_path / "splits.parquet")
-    _, thresholds, artifacts = protocol.fit_routers(pl.read_parquet(tmp_path / "labels.parquet"),
-                                                    pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
-                                                    routers, settings, "keep_vs_hybrid", measured,
-                                                    str(tmp_path / "ledger.parquet"))
+    splits, labels = pl.read_parquet(tmp_path / "splits.parquet"), pl.read_parquet(tmp_path / "labels.parquet")
+    priced = pricing.measured_costs("keep_vs_hybrid", measured, str(tmp_path / "ledger.parquet"),
+                                    dev_labels(labels, splits)["qid"])
+    _, thresholds, artifacts = fit_routers(labels, pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
+                                           routers, settings, "keep_vs_hybrid", priced)
     for name in routers:
         metadata = read_artifact(artifacts[name])["metadata"]
         assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
