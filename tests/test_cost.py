@@ -11,7 +11,7 @@ from workflow_scripts.core.tables import conform, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.cost import ledger as cost_ledger
 from workflow_scripts.cost import pricing
-from workflow_scripts.cost.jobs import cost_ledger as ledger_job
+from workflow_scripts.jobs import costs as job_costs
 from workflow_scripts.routing import policy_costs as route_costs
 
 QIDS = ["q1", "q2", "q3", "q4"]
@@ -46,7 +46,7 @@ def ranking(path, rows):
 
 def ledger_of(sources, questions, dataset):
     """The ledger of declared sources, each read as the cost_ledger job reads it (tables through their contracts)."""
-    return cost_ledger.ledger([ledger_job.measured(source) for source in sources], questions, dataset)
+    return cost_ledger.ledger([job_costs.measured(source) for source in sources], questions, dataset)
 
 
 @pytest.fixture
@@ -86,10 +86,10 @@ def study_a(tmp_path):
 def test_benchmark_seconds_reads_the_mean_of_column_s_summed_over_a_stages_jobs(tmp_path):
     (tmp_path / "b.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n4.0\t0:00:04\n")
     (tmp_path / "gather.tsv").write_text("s\th:m:s\n0.5\t0:00:00\n")
-    assert ledger_job.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
-    assert ledger_job.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
+    assert job_costs.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
+    assert job_costs.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
     with pytest.raises(InputError, match="benchmark file .*missing.tsv does not exist"):
-        ledger_job.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
+        job_costs.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
 
 
 def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
@@ -225,7 +225,7 @@ def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
                             stale, {"ridge": frozenset({"base_arm"})}, {"grid": [0.5], "delta": 0.05})
 
 
-def test_measured_costs_reads_the_ledger_rankings_and_the_pairs_own_stage_through_their_contracts(study_a, tmp_path):
+def test_pair_costs_from_files_reads_the_ledger_rankings_and_the_pairs_own_stage_through_their_contracts(study_a, tmp_path):
     """The pair's features job is priced from its table's `qid` (whatever feature columns it holds) and its
     benchmark file, beside the dataset ledger: the same rows as if the ledger had priced it."""
     features = study_a["sources"][5]
@@ -234,7 +234,7 @@ def test_measured_costs_reads_the_ledger_rankings_and_the_pairs_own_stage_throug
     settings = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]},
                 "pair_sources": [features], "stages": STAGES}
-    _, costs = pricing.measured_costs("keep_vs_hybrid", settings, str(tmp_path / "ledger.parquet"), pl.Series(QIDS))
+    _, costs = job_costs.pair_costs_from_files("keep_vs_hybrid", settings, str(tmp_path / "ledger.parquet"), pl.Series(QIDS))
     expected = costs_for(study_a)
 
     def rows(table):
@@ -278,7 +278,7 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}, "stages": STAGES}
     splits, labels = pl.read_parquet(tmp_path / "splits.parquet"), pl.read_parquet(tmp_path / "labels.parquet")
-    priced = pricing.measured_costs("keep_vs_hybrid", measured, str(tmp_path / "ledger.parquet"),
+    priced = job_costs.pair_costs_from_files("keep_vs_hybrid", measured, str(tmp_path / "ledger.parquet"),
                                     dev_labels(labels, splits)["qid"])
     _, thresholds, artifacts = fit_routers(labels, pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
                                            routers, settings, "keep_vs_hybrid", priced)
@@ -348,7 +348,7 @@ def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a
         tables.append(str(path))
     source = {"stage": "judge_answers", "kind": "judge", "component": "keep", "tables": tables, "prices": USD,
               "contracts": [JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY], "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
-    rows = cost_ledger.stage_rows(ledger_job.measured(source), study_a["questions"])
+    rows = cost_ledger.stage_rows(job_costs.measured(source), study_a["questions"])
     assert rows["llm_calls"].to_list() == [4] * 4 and rows["completion_tokens"].to_list() == [10] * 4
     # the quality judge's server gave no prompt-token counts: the money of these calls is unknown
     assert rows["prompt_tokens"].to_list() == [None] * 4 and rows["money"].to_list() == [None] * 4

@@ -22,10 +22,10 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.contracts import COST_LEDGER, RANKING
-from workflow_scripts.core.tables import conform, read_table
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
-from workflow_scripts.cost.ledger import Measured, columns_read, stage_rows
+from workflow_scripts.cost.ledger import Measured, stage_rows
 from workflow_scripts.retrieval.arms import candidates_from, first_stages
 
 
@@ -190,18 +190,3 @@ def pair_costs(pair_name: str, settings: Mapping[str, Any], ledger: pl.DataFrame
     table = priced(with_pair_rows(ledger, pair_sources), settings["prices"])
     pools = candidate_sets(arms, [pair["base"], pair["alternative"]], rankings)
     return plan, Costs(table, qids.unique(), pools, settings["stages"]["rerank"])
-
-
-def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
-    """`pair_costs` of the files: the ledger, the rankings of its reranked arms (`settings["rankings"]`, '<method>_
-    <scope>' → file) and the pair's own stages (`settings["pair_sources"]`, `pair_sources` in the rules: tables
-    and benchmark files), each read through its contract. Routing's jobs and protocol call it until they read the
-    files themselves and call `pair_costs`."""
-    rankings = {key: read_table(path, RANKING) for key, path in settings["rankings"].items()}
-    sources = []
-    for source in settings.get("pair_sources", ()):
-        files = zip(source["tables"], source["contracts"], strict=True)
-        tables = [read_table(path, contract, columns=columns_read(source)) for path, contract in files]
-        seconds = sum(float(pl.read_csv(path, separator="\t")["s"].mean()) for path in source["benchmarks"])
-        sources.append(Measured(source, tables, seconds))
-    return pair_costs(pair_name, settings, read_table(ledger, COST_LEDGER), rankings, sources, qids)

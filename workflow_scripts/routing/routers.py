@@ -409,8 +409,8 @@ def cost_per_trigger(settings: Mapping[str, Any], spec: RouterSpec, pair_name: s
                      priced: tuple[PairPlan, Costs] | None) -> tuple[float, str]:
     """c of the utility sweep and how it was set: routing.cost_per_trigger (an abstract unit), or with
     routing.measured_cost the mean measured extra cost of one trigger on dev (cost.trigger_cost for this router's
-    feature families, from `priced`: the pair's plan and its costs on dev, cost.measured_costs) times `per_unit`,
-    the utility one unit of that cost is worth."""
+    feature families, from `priced`: the pair's plan and its costs on dev, jobs/costs.pair_costs_from_files) times
+    `per_unit`, the utility one unit of that cost is worth."""
     measured_cost = settings.get("measured_cost")
     if not measured_cost:
         return float(settings["cost_per_trigger"]), "abstract"

@@ -14,7 +14,7 @@ import polars as pl
 from workflow_scripts.core.contracts import COST_FRONTIERS, FRONTIERS, POLICY_COSTS, REUSE_COSTS, ROUTED
 from workflow_scripts.core.tables import read_table, write_report, write_table
 from workflow_scripts.jobs.runtime import run_job
-from workflow_scripts.cost.pricing import measured_costs
+from workflow_scripts.jobs.costs import pair_costs_from_files
 from workflow_scripts.routing.policy_costs import cost_frontiers, policy_costs, reuse_costs, router_families
 
 log = logging.getLogger("ragfrontier.cost")
@@ -24,7 +24,7 @@ def main(smk: Any) -> None:
     routed = read_table(smk.input.routed, ROUTED)
     heldout = routed.filter(pl.col("split") == "heldout")
     settings = {"pair": smk.params.pair, **smk.params.costing}
-    plan, costs = measured_costs(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
+    plan, costs = pair_costs_from_files(smk.wildcards.pair, settings, smk.input.ledger, heldout["qid"])
     families = router_families(Path(path).read_bytes() for path in smk.input.frozen)
     policies = write_table(policy_costs(plan, costs, heldout, families), smk.output.policies, POLICY_COSTS)
     write_report(policies, smk.output.policies_csv, POLICY_COSTS, float_precision=6)

@@ -10,7 +10,7 @@ from typing import Any
 from workflow_scripts.core.atomic import write_text_atomic
 from workflow_scripts.core.contracts import LABELS, OOF_SCORES, ROUTER_THRESHOLDS, SPLITS
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.cost.pricing import measured_costs
+from workflow_scripts.jobs.costs import pair_costs_from_files
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing.features import features_contract
 from workflow_scripts.routing.routers import dev_labels, fit_routers, frozen_paths
@@ -22,7 +22,7 @@ def main(smk: Any) -> None:
     features = read_table(smk.input.features, features_contract(smk.params.pair["features"]))
     priced = None
     if settings.get("measured_cost"):  # the pair's cost plan and its measured costs on dev
-        priced = measured_costs(pair_name, smk.params.measured, smk.input.ledger, dev_labels(labels, splits)["qid"])
+        priced = pair_costs_from_files(pair_name, smk.params.measured, smk.input.ledger, dev_labels(labels, splits)["qid"])
     oof, sweeps, artifacts = fit_routers(labels, features, splits, smk.params.routers, settings, pair_name, priced)
     for name, path in frozen_paths(smk.params.routers, smk.output.frozen).items():
         write_text_atomic(artifacts[name].decode("utf-8"), path)
