@@ -181,13 +181,14 @@ def gather_inputs(stage):
 def cost_source(stage, kind, component, outputs, **wildcards):
     """A stage instance the cost ledger prices (workflow_scripts/cost/ledger.py), as the stage's inputs file declares
     it: its kind (vocabulary.COST_KINDS: how its rows are priced), the stage (its rule's name) and component it is
-    recorded under, the output tables the ledger reads and its benchmark files (a sharded stage's shards and
-    gather)."""
+    recorded under, the output tables the ledger reads (`outputs`: output key → the table's contract, which the
+    job reads it through) and its benchmark files (a sharded stage's shards and gather)."""
     return {
         "stage": stage,
         "kind": kind,
         "component": component,
         "tables": [output_of(stage, key, **wildcards) for key in outputs],
+        "contracts": list(outputs.values()),
         "benchmarks": benchmarks_of(stage, **wildcards),
     }
 

@@ -56,6 +56,7 @@ rule route_fit:
     conda:
         "../envs/cpu.yaml"
     params:
+        pair=route_pair,
         routing=subset(config["routing"], ["measured_cost", "cost_per_trigger", "n_splits", "seed"]),
         routers=config["routing"]["routers"],
         measured=measured_cost_settings,
@@ -80,6 +81,7 @@ rule route_heldout:
     conda:
         "../envs/cpu.yaml"
     params:
+        pair=route_pair,
         routing=subset(config["routing"], ["bootstrap", "seed"]),
         routers=config["routing"]["routers"],
     script:

@@ -1,16 +1,17 @@
-"""The cost ledger (cost/ledger.py), pricing (cost/pricing.py) and policy costs (routing/policy_costs.py) on small hand-made
-tables with known answers."""
+"""The cost ledger (cost/ledger.py and its job's reading, cost/jobs/cost_ledger.py), pricing (cost/pricing.py) and
+policy costs (routing/policy_costs.py) on small hand-made tables with known answers."""
 
 import json
 
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS
-from workflow_scripts.core.tables import conform, frame, write_table
+from workflow_scripts.core.contracts import COST_LEDGER, FEATURES, GENERATIONS, RANKING, RERANK_SCORES, RUNS
+from workflow_scripts.core.tables import conform, frame, read_table, write_table
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.cost import ledger as cost_ledger
 from workflow_scripts.cost import pricing
+from workflow_scripts.jobs import costs as job_costs
 from workflow_scripts.routing import policy_costs as route_costs
 
 QIDS = ["q1", "q2", "q3", "q4"]
@@ -43,6 +44,11 @@ def ranking(path, rows):
     return str(path)
 
 
+def ledger_of(sources, questions, dataset):
+    """The ledger of declared sources, each read as the cost_ledger job reads it (tables through their contracts)."""
+    return cost_ledger.ledger([job_costs.measured(source) for source in sources], questions, dataset)
+
+
 @pytest.fixture
 def study_a(tmp_path):
     """Keep (dense top 2 → rerank) and Hybrid (RRF of dense and BM25 top 3 → top 2 → rerank) on four questions.
@@ -56,17 +62,22 @@ def study_a(tmp_path):
         pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / f"run_{arm}.parquet")
     pl.DataFrame({"qid": QIDS, "top1_cos": [0.1] * 4}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_dense", "kind": "retrieval", "component": "group", "tables": [dense], "benchmarks": [bench(tmp_path / "d.tsv", 8.0)]},
-        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [bm25], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
-        {"stage": "rerank", "kind": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")], "benchmarks": [bench(tmp_path / "r.tsv", 24.0)]},
+        {"stage": "retrieve_dense", "kind": "retrieval", "component": "group", "tables": [dense], "contracts": [RANKING],
+         "benchmarks": [bench(tmp_path / "d.tsv", 8.0)]},
+        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [bm25], "contracts": [RANKING],
+         "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "rerank", "kind": "rerank", "component": "ce", "tables": [str(tmp_path / "rerank.parquet")],
+         "contracts": [RERANK_SCORES], "benchmarks": [bench(tmp_path / "r.tsv", 24.0)]},
         *({"stage": "run_arm", "kind": "table", "component": arm, "tables": [str(tmp_path / f"run_{arm}.parquet")],
-           "benchmarks": [bench(tmp_path / f"a_{arm}.tsv", 2.0)]} for arm in ARMS),
+           "contracts": [RUNS], "benchmarks": [bench(tmp_path / f"a_{arm}.tsv", 2.0)]} for arm in ARMS),
         {"stage": "route_features", "kind": "table", "component": "keep_vs_hybrid", "tables": [str(tmp_path / "features.parquet")],
-         "benchmarks": [bench(tmp_path / "f.tsv", 1.0)]},
+         "contracts": [FEATURES], "benchmarks": [bench(tmp_path / "f.tsv", 1.0)]},
         {"stage": "generate_answers", "kind": "generation", "component": "keep", "device": "ignored: rows say",
-         "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gk.tsv", 9.0)]},
+         "tables": [generations(tmp_path / "keep.parquet", {q: 1.0 for q in QIDS})], "contracts": [GENERATIONS],
+         "benchmarks": [bench(tmp_path / "gk.tsv", 9.0)]},
         {"stage": "generate_answers", "kind": "generation", "component": "hybrid",
-         "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "benchmarks": [bench(tmp_path / "gh.tsv", 20.0)]},
+         "tables": [generations(tmp_path / "hybrid.parquet", {q: 3.0 for q in QIDS})], "contracts": [GENERATIONS],
+         "benchmarks": [bench(tmp_path / "gh.tsv", 20.0)]},
     ]
     questions = pl.DataFrame({"qid": QIDS})
     return {"sources": sources, "questions": questions, "dense": dense, "bm25": bm25}
@@ -75,14 +86,14 @@ def study_a(tmp_path):
 def test_benchmark_seconds_reads_the_mean_of_column_s_summed_over_a_stages_jobs(tmp_path):
     (tmp_path / "b.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n4.0\t0:00:04\n")
     (tmp_path / "gather.tsv").write_text("s\th:m:s\n0.5\t0:00:00\n")
-    assert cost_ledger.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
-    assert cost_ledger.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
+    assert job_costs.benchmark_seconds([tmp_path / "b.tsv"]) == 3.0
+    assert job_costs.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "b.tsv", tmp_path / "gather.tsv"]) == 6.5
     with pytest.raises(InputError, match="benchmark file .*missing.tsv does not exist"):
-        cost_ledger.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
+        job_costs.benchmark_seconds([tmp_path / "b.tsv", tmp_path / "missing.tsv"])
 
 
 def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
-    table = conform(cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo"), COST_LEDGER)
+    table = conform(ledger_of(study_a["sources"], study_a["questions"], "demo"), COST_LEDGER)
     assert table.group_by("stage", "component").len()["len"].to_list() == [4] * 8
     dense = table.filter(pl.col("stage") == "retrieve_dense")
     assert dense["seconds"].to_list() == [2.0] * 4 and set(dense["basis"]) == {"job_even"} and dense["retrieval_calls"].sum() == 4
@@ -99,7 +110,7 @@ def test_ledger_has_a_measured_row_per_query_and_stage(study_a):
 
 def test_ledger_refuses_rows_for_unknown_questions(study_a):
     with pytest.raises(InputError, match="not in the questions table"):
-        cost_ledger.ledger(study_a["sources"], pl.DataFrame({"qid": QIDS[:2]}), "demo")
+        ledger_of(study_a["sources"], pl.DataFrame({"qid": QIDS[:2]}), "demo")
 
 
 def routed(triggered):
@@ -109,8 +120,9 @@ def routed(triggered):
 
 
 def costs_for(study_a):
-    table = pricing.priced(cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo"), PRICES)
-    sets = pricing.candidate_sets(ARMS, ["keep", "hybrid"], {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]})
+    table = pricing.priced(ledger_of(study_a["sources"], study_a["questions"], "demo"), PRICES)
+    rankings = {"dense_group": read_table(study_a["dense"], RANKING), "bm25_group": read_table(study_a["bm25"], RANKING)}
+    sets = pricing.candidate_sets(ARMS, ["keep", "hybrid"], rankings)
     return pricing.Costs(table, pl.Series(QIDS), sets, STAGES["rerank"])
 
 
@@ -143,15 +155,20 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "run.parquet")
     pl.DataFrame({"qid": QIDS}).write_parquet(tmp_path / "features.parquet")
     sources = [
-        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
-        {"stage": "run_arm", "kind": "table", "component": "bm25", "tables": [str(tmp_path / "run.parquet")], "benchmarks": [bench(tmp_path / "a.tsv", 0.0)]},
-        {"stage": "route_features", "kind": "table", "component": "b", "tables": [str(tmp_path / "features.parquet")], "benchmarks": [bench(tmp_path / "f.tsv", 0.4)]},
+        {"stage": "retrieve_bm25", "kind": "retrieval", "component": "group", "tables": [str(tmp_path / "run.parquet")],
+         "contracts": [RANKING], "benchmarks": [bench(tmp_path / "b.tsv", 4.0)]},
+        {"stage": "run_arm", "kind": "table", "component": "bm25", "tables": [str(tmp_path / "run.parquet")],
+         "contracts": [RUNS], "benchmarks": [bench(tmp_path / "a.tsv", 0.0)]},
+        {"stage": "route_features", "kind": "table", "component": "b", "tables": [str(tmp_path / "features.parquet")],
+         "contracts": [FEATURES], "benchmarks": [bench(tmp_path / "f.tsv", 0.4)]},
         {"stage": "generate_answers", "kind": "generation", "component": "closed_book",
-         "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "benchmarks": [bench(tmp_path / "g1.tsv", 9.0)]},
+         "tables": [generations(tmp_path / "cb.parquet", {q: 2.0 for q in QIDS}, 50, 10)], "contracts": [GENERATIONS],
+         "benchmarks": [bench(tmp_path / "g1.tsv", 9.0)]},
         {"stage": "generate_answers", "kind": "generation", "component": "bm25",
-         "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "benchmarks": [bench(tmp_path / "g2.tsv", 9.0)]},
+         "tables": [generations(tmp_path / "rag.parquet", {q: 5.0 for q in QIDS}, 400, 10)], "contracts": [GENERATIONS],
+         "benchmarks": [bench(tmp_path / "g2.tsv", 9.0)]},
     ]
-    table = pricing.priced(cost_ledger.ledger(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
+    table = pricing.priced(ledger_of(sources, pl.DataFrame({"qid": QIDS}), "d"), PRICES)
     plan = pricing.PairPlan("b", {"base": "closed_book", "alternative": "bm25"}, arms, reuse=True, stages=STAGES)
     families = {"entropy": frozenset({"uncertainty"}), "query": frozenset({"query_only"})}
     fires = [True, False, True, False]
@@ -166,7 +183,7 @@ def test_equal_usage_different_cost_across_trigger_families(tmp_path):
 
 def test_route_costs_name_the_fix_when_a_policy_was_not_answered(study_a):
     sources = [source for source in study_a["sources"] if source["component"] != "hybrid" or source["stage"] != "generate_answers"]
-    table = pricing.priced(cost_ledger.ledger(sources, study_a["questions"], "demo"), PRICES)
+    table = pricing.priced(ledger_of(sources, study_a["questions"], "demo"), PRICES)
     costs = pricing.Costs(table, pl.Series(QIDS), {}, STAGES["rerank"])
     with pytest.raises(InputError, match="no measured 'generate_answers' cost for 'hybrid'.*generation.policies"):
         costs.total(pricing.PairPlan("p", {"base": "keep", "alternative": "hybrid"}, ARMS, True, STAGES).trigger_generation())
@@ -187,18 +204,16 @@ def test_cost_frontiers_reach_the_all_on_cost_at_full_usage(study_a):
     assert points["usage"].to_list() == [0.5, 0.75]
 
 
-def test_router_families_come_from_the_artifact_not_the_file_name(tmp_path):
+def test_router_families_come_from_the_artifact():
     from workflow_scripts.routing.routers import ARTIFACT_FORMAT
 
-    def artifact(name, router, features):
-        path = tmp_path / name
-        path.write_text(json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}))
-        return str(path)
+    def artifact(router, features):
+        return json.dumps({"format": ARTIFACT_FORMAT, "router": router, "features": features}).encode()
 
-    families = route_costs.router_families([artifact("a.json", "ridge", ["top1_cos", "q_tokens"]), artifact("b.json", "never", [])])
+    families = route_costs.router_families([artifact("ridge", ["top1_cos", "q_tokens"]), artifact("never", [])])
     assert families == {"ridge": frozenset({"base_arm", "query_only"}), "never": frozenset()}
     with pytest.raises(InputError, match="router 'odd' reads features \\['mystery'\\]"):
-        route_costs.router_families([artifact("c.json", "odd", ["mystery"])])
+        route_costs.router_families([artifact("odd", ["mystery"])])
 
 
 def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
@@ -208,6 +223,27 @@ def test_cost_frontiers_refuse_a_stale_frontier_table(study_a):
     with pytest.raises(InputError, match="frontiers.parquet does not match.*rerun route_frontiers"):
         route_costs.cost_frontiers(plan, costs_for(study_a), table.vstack(table.with_columns(pl.lit("calibration").alias("split"))),
                             stale, {"ridge": frozenset({"base_arm"})}, {"grid": [0.5], "delta": 0.05})
+
+
+def test_pair_costs_from_files_reads_the_ledger_rankings_and_the_pairs_own_stage_through_their_contracts(study_a, tmp_path):
+    """The pair's features job is priced from its table's `qid` (whatever feature columns it holds) and its
+    benchmark file, beside the dataset ledger: the same rows as if the ledger had priced it."""
+    features = study_a["sources"][5]
+    dataset_sources = [source for source in study_a["sources"] if source is not features]
+    write_table(ledger_of(dataset_sources, study_a["questions"], "demo"), tmp_path / "ledger.parquet", COST_LEDGER)
+    settings = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
+                "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]},
+                "pair_sources": [features], "stages": STAGES}
+    _, costs = job_costs.pair_costs_from_files("keep_vs_hybrid", settings, str(tmp_path / "ledger.parquet"), pl.Series(QIDS))
+    expected = costs_for(study_a)
+
+    def rows(table):
+        return conform(table.drop("token_equivalents"), COST_LEDGER).with_columns(table["token_equivalents"]).sort(
+            "qid", "stage", "component")
+
+    assert rows(costs.table).equals(rows(expected.table))
+    assert {arm: pool.sort("qid", "unit_id").rows() for arm, pool in costs.candidate_sets.items()} == {
+        arm: pool.sort("qid", "unit_id").rows() for arm, pool in expected.candidate_sets.items()}
 
 
 def test_trigger_cost_is_what_firing_adds(study_a):
@@ -229,10 +265,9 @@ def test_trigger_cost_is_what_firing_adds(study_a):
 
 def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_path):
     from workflow_scripts.core.contracts import SPLITS
-    from workflow_scripts.routing import protocol
-    from workflow_scripts.routing.routers import read_artifact
+    from workflow_scripts.routing.routers import dev_labels, fit_routers, read_artifact
 
-    table = cost_ledger.ledger(study_a["sources"], study_a["questions"], "demo")
+    table = ledger_of(study_a["sources"], study_a["questions"], "demo")
     table.write_parquet(tmp_path / "ledger.parquet")
     write_table(pl.DataFrame({"qid": QIDS, "group_id": ["p1", "p1", "p2", "p3"], "split": "dev"}),
                 tmp_path / "splits.parquet", SPLITS)
@@ -242,11 +277,11 @@ def test_route_fit_prices_each_router_by_its_measured_trigger_cost(study_a, tmp_
     settings = {"n_splits": 2, "seed": 1, "cost_per_trigger": 0.02, "measured_cost": {"unit": "seconds", "per_unit": 0.1}}
     measured = {"pair": {"base": "keep", "alternative": "hybrid"}, "arms": ARMS, "reuse": True, "prices": PRICES,
                 "rankings": {"dense_group": study_a["dense"], "bm25_group": study_a["bm25"]}, "stages": STAGES}
-    splits = pl.read_parquet(tmp_path / "splits.parquet")
-    _, thresholds, artifacts = protocol.fit_routers(pl.read_parquet(tmp_path / "labels.parquet"),
-                                                    pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
-                                                    routers, settings, "keep_vs_hybrid", measured,
-                                                    str(tmp_path / "ledger.parquet"))
+    splits, labels = pl.read_parquet(tmp_path / "splits.parquet"), pl.read_parquet(tmp_path / "labels.parquet")
+    priced = job_costs.pair_costs_from_files("keep_vs_hybrid", measured, str(tmp_path / "ledger.parquet"),
+                                    dev_labels(labels, splits)["qid"])
+    _, thresholds, artifacts = fit_routers(labels, pl.read_parquet(study_a["sources"][5]["tables"][0]), splits,
+                                           routers, settings, "keep_vs_hybrid", priced)
     for name in routers:
         metadata = read_artifact(artifacts[name])["metadata"]
         assert metadata["cost_per_trigger"] == pytest.approx(0.1 * 3.5), name
@@ -265,7 +300,7 @@ def priced_sources(study_a, keep=USD, hybrid=USD):
 
 
 def test_money_is_the_tokens_at_the_model_prices(study_a):
-    table = conform(cost_ledger.ledger(priced_sources(study_a), study_a["questions"], "demo"), COST_LEDGER)
+    table = conform(ledger_of(priced_sources(study_a), study_a["questions"], "demo"), COST_LEDGER)
     answers = table.filter(pl.col("stage") == "generate_answers")
     assert answers["money"].to_list() == pytest.approx([ANSWER_MONEY] * 8) and set(answers["currency"]) == {"USD"}
     others = table.filter(pl.col("stage") != "generate_answers")
@@ -312,8 +347,8 @@ def test_a_judges_calls_and_tokens_are_summed_over_both_judges(tmp_path, study_a
         frame(rows, contract).write_parquet(path)
         tables.append(str(path))
     source = {"stage": "judge_answers", "kind": "judge", "component": "keep", "tables": tables, "prices": USD,
-              "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
-    rows = cost_ledger.stage_rows(source, study_a["questions"])
+              "contracts": [JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY], "benchmarks": [bench(tmp_path / "j.tsv", 8.0)]}
+    rows = cost_ledger.stage_rows(job_costs.measured(source), study_a["questions"])
     assert rows["llm_calls"].to_list() == [4] * 4 and rows["completion_tokens"].to_list() == [10] * 4
     # the quality judge's server gave no prompt-token counts: the money of these calls is unknown
     assert rows["prompt_tokens"].to_list() == [None] * 4 and rows["money"].to_list() == [None] * 4
@@ -324,11 +359,11 @@ def test_a_new_stage_enters_the_ledger_by_declaring_a_kind(study_a, tmp_path):
     and a second generator are priced like run_arm and generate_answers, with no edit to cost/."""
     new = [
         {"stage": "expand_queries", "kind": "table", "component": "t5", "tables": [study_a["sources"][3]["tables"][0]],
-         "benchmarks": [bench(tmp_path / "x.tsv", 6.0)]},
+         "contracts": [RUNS], "benchmarks": [bench(tmp_path / "x.tsv", 6.0)]},
         {"stage": "answer_again", "kind": "generation", "component": "keep", "prices": USD,
-         "tables": study_a["sources"][6]["tables"], "benchmarks": [bench(tmp_path / "y.tsv", 1.0)]},
+         "tables": study_a["sources"][6]["tables"], "contracts": [GENERATIONS], "benchmarks": [bench(tmp_path / "y.tsv", 1.0)]},
     ]
-    table = cost_ledger.ledger([*study_a["sources"], *new], study_a["questions"], "d")
+    table = ledger_of([*study_a["sources"], *new], study_a["questions"], "d")
     table_rows = table.filter(pl.col("stage") == "expand_queries")
     assert table_rows["seconds"].to_list() == [1.5] * 4 and set(table_rows["basis"]) == {"job_even"}
     assert table_rows["money"].to_list() == [0.0] * 4  # not an LLM kind
@@ -336,4 +371,4 @@ def test_a_new_stage_enters_the_ledger_by_declaring_a_kind(study_a, tmp_path):
     assert answers["seconds"].to_list() == [1.0] * 4 and answers["llm_calls"].to_list() == [1] * 4
     assert answers["money"].is_not_null().all() and set(answers["currency"]) == {"USD"}
     with pytest.raises(InputError, match=r"source 'expand_queries' / 't5' declares kind 'fusion'; known kinds"):
-        cost_ledger.ledger([{**new[0], "kind": "fusion"}], study_a["questions"], "d")
+        ledger_of([{**new[0], "kind": "fusion"}], study_a["questions"], "d")

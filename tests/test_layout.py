@@ -62,7 +62,10 @@ def assert_acyclic(graph: dict[str, set[str]], what: str) -> None:
 
 
 def package(module: str) -> str:
-    """The stage package of a module: workflow_scripts.<package>.… (the top-level __init__ is its own)."""
+    """The layer of a module: `jobs` for the job layer (every rule's job module and workflow_scripts.jobs, one layer
+    above the libraries), else its stage package workflow_scripts.<package>.… (the top-level __init__ is its own)."""
+    if ".jobs." in module or module.startswith("workflow_scripts.jobs"):
+        return "jobs"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

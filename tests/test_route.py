@@ -1,4 +1,5 @@
-"""Routing stage protocol: routers are fitted on dev only and frozen; held-out questions cannot change them."""
+"""The routing protocol (routing/routers.py): routers are fitted on dev only and frozen; held-out questions cannot
+change them."""
 
 import json
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from workflow_scripts.core.contracts import SPLITS
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.routing import protocol
+from workflow_scripts.routing.routers import fit_routers, frozen_paths, heldout_tables
 
 ROUTERS = {"ridge": {"kind": "ridge", "alpha": 20}, "random": {"kind": "random"}, "always": {"kind": "always"}}
 SETTINGS = {"n_splits": 3, "seed": 5, "cost_per_trigger": 0.02,
@@ -29,15 +30,15 @@ def write_inputs(folder, heldout_delta: float):
 
 
 def fit(folder):
-    _, _, artifacts = protocol.fit_routers(
+    _, _, artifacts = fit_routers(
         pl.read_parquet(folder / "labels.parquet"), pl.read_parquet(folder / "features.parquet"),
         pl.read_parquet(folder / "splits.parquet"), ROUTERS, SETTINGS, "p")
     return artifacts
 
 
 def heldout(folder):
-    return protocol.heldout_tables(pl.read_parquet(folder / "labels.parquet"), pl.read_parquet(folder / "features.parquet"),
-                                   pl.read_parquet(folder / "splits.parquet"), fit(folder), SETTINGS)
+    return heldout_tables(pl.read_parquet(folder / "labels.parquet"), pl.read_parquet(folder / "features.parquet"),
+                          pl.read_parquet(folder / "splits.parquet"), fit(folder), SETTINGS)
 
 
 def test_heldout_labels_cannot_change_the_frozen_routers(tmp_path):
@@ -53,8 +54,8 @@ def test_each_frozen_file_holds_the_router_it_is_named_after(tmp_path):
         assert json.loads(artifact)["router"] == name
     # the rule's frozen paths come in Snakemake's expand order (sorted), not the config's
     paths = [str(tmp_path / f"{name}.json") for name in sorted(ROUTERS)]
-    assert protocol.frozen_paths(ROUTERS, paths) == {name: str(tmp_path / f"{name}.json") for name in ROUTERS}
-    assert list(protocol.frozen_paths(ROUTERS, paths)) == list(ROUTERS)
+    assert frozen_paths(ROUTERS, paths) == {name: str(tmp_path / f"{name}.json") for name in ROUTERS}
+    assert list(frozen_paths(ROUTERS, paths)) == list(ROUTERS)
 
 
 def test_heldout_report_follows_the_frozen_threshold(tmp_path):

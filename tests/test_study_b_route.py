@@ -5,8 +5,10 @@ import polars as pl
 import pytest
 
 from workflow_scripts.core.contracts import GENERATIONS, QUESTIONS, SPLITS
-from workflow_scripts.core.tables import frame, write_table
-from workflow_scripts.routing import protocol
+from workflow_scripts.core.tables import frame, read_table, write_table
+from workflow_scripts.routing.features import labelled_features, query_features, uncertainty_features
+from workflow_scripts.routing.labels import answer_labels, utility_table
+from workflow_scripts.routing.routers import fit_routers
 
 PAIR = {"base": "closed_book", "alternative": "bm25", "measure": "em", "f1_threshold": 0.5,
         "features": ["query_only", "uncertainty"]}
@@ -40,18 +42,19 @@ def write_inputs(folder, without: list[str], with_retrieval: list[str]):
 
 def labels(folder):
     """What rule route_labels writes: the labels and the utility table."""
-    table, model, unscorable = protocol.pair_labels(PAIR, folder / "closed_book.parquet", folder / "bm25.parquet",
-                                                    folder / "questions.parquet")
-    utility = protocol.utility_table(table, pl.read_parquet(folder / "splits.parquet"), "d", "closed_vs_bm25",
-                                     PAIR["measure"], model, unscorable)
+    table, model, unscorable = answer_labels(
+        read_table(folder / "questions.parquet", QUESTIONS), read_table(folder / "closed_book.parquet", GENERATIONS),
+        read_table(folder / "bm25.parquet", GENERATIONS), PAIR["measure"], PAIR["f1_threshold"])
+    utility = utility_table(table, pl.read_parquet(folder / "splits.parquet"), "d", "closed_vs_bm25",
+                            PAIR["measure"], model, unscorable)
     return table, utility
 
 
 def features(folder, labelled: pl.DataFrame) -> pl.DataFrame:
-    labelled.write_parquet(folder / "labels.parquet")
-    return protocol.feature_table(PAIR["features"], {"labels": folder / "labels.parquet",
-                                                     "questions": folder / "questions.parquet",
-                                                     "closed_book": folder / "closed_book.parquet"})
+    """What rule route_features writes for the pair's families (query_only, uncertainty)."""
+    tables = [query_features(read_table(folder / "questions.parquet", QUESTIONS)),
+              uncertainty_features(read_table(folder / "closed_book.parquet", GENERATIONS))]
+    return labelled_features(tables, labelled["qid"])
 
 
 def test_labels_and_utility_distribution_per_split(tmp_path):
@@ -77,9 +80,9 @@ def test_constant_labels_still_fit_every_router_and_report_signal_absent(tmp_pat
     write_inputs(tmp_path, ["alpha"] * 8, ["alpha"] * 8)
     labelled, utility = labels(tmp_path)
     assert utility["signal_absent"].to_list() == [True] * 4
-    oof, thresholds, _ = protocol.fit_routers(labelled, features(tmp_path, labelled),
-                                              pl.read_parquet(tmp_path / "splits.parquet"), ROUTERS,
-                                              {"n_splits": 2, "seed": 3, "cost_per_trigger": 0.02}, "closed_vs_bm25")
+    splits = pl.read_parquet(tmp_path / "splits.parquet")
+    oof, thresholds, _ = fit_routers(labelled, features(tmp_path, labelled), splits, ROUTERS,
+                                     {"n_splits": 2, "seed": 3, "cost_per_trigger": 0.02}, "closed_vs_bm25")
     assert set(thresholds["router"]) == set(ROUTERS)
     learned = thresholds.filter(pl.col("router").is_in(["ridge", "bur_linear"]))
     assert learned["signal_absent"].all() and (learned["dev_trigger_rate"] == 0).all()

@@ -54,11 +54,14 @@ def answer_cost_sources(dataset):
     tokens, at models.generator's prices) and each judged policy's judgments (at models.judge's)."""
     sources = []
     for policy in answered_policies(dataset):
-        source = cost_source("generate_answers", "generation", policy, ["answers"], dataset=dataset, policy=policy)
+        answers = {"answers": contracts.GENERATIONS}
+        source = cost_source("generate_answers", "generation", policy, answers, dataset=dataset, policy=policy)
         sources.append(source | {"prices": config["models"]["generator"].get("prices")})
     judge = config["models"]["judge"]
+    judgments = {"grounded": contracts.JUDGMENTS_GROUNDED, "quality": contracts.JUDGMENTS_QUALITY}
+    assert tuple(judgments) == vocabulary.JUDGES
     for policy in POLICIES if answer_targets(dataset) else []:
-        source = cost_source("judge_answers", "judge", policy, vocabulary.JUDGES, dataset=dataset, policy=policy)
+        source = cost_source("judge_answers", "judge", policy, judgments, dataset=dataset, policy=policy)
         sources.append(
             source | {"prices": judge.get("prices"), "device": judge.get("base_url") or judge.get("device", "cpu")}
         )

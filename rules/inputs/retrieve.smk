@@ -83,11 +83,13 @@ def retrieval_cost_sources(dataset):
     sources = []
     for method, scope in sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)}):
         stage = PRICED_STAGES["first_stage"][method]
-        source = cost_source(stage, "retrieval", scope, ["ranking"], dataset=dataset, scope=scope)
+        source = cost_source(stage, "retrieval", scope, {"ranking": contracts.RANKING}, dataset=dataset, scope=scope)
         sources.append(source | {"device": config["models"]["embedder"]["device"] if method == "dense" else "cpu"})
     for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
-        source = cost_source("rerank", "rerank", reranker, ["scores"], dataset=dataset, reranker=reranker)
+        source = cost_source(
+            "rerank", "rerank", reranker, {"scores": contracts.RERANK_SCORES}, dataset=dataset, reranker=reranker
+        )
         sources.append(source | {"device": config["models"]["rerankers"][reranker]["device"]})
     for arm in sorted(arms):
-        sources.append(cost_source("run_arm", "table", arm, ["run"], dataset=dataset, arm=arm))
+        sources.append(cost_source("run_arm", "table", arm, {"run": contracts.RUNS}, dataset=dataset, arm=arm))
     return sources

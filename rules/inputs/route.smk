@@ -77,9 +77,11 @@ def measured_cost_settings(wildcards):
 
 
 def pair_sources(wildcards):
-    """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/pricing.py)."""
+    """The pair's own measured stage (its features job), priced with the dataset's ledger (cost/pricing.py); its
+    table's columns are the pair's feature families', and the ledger reads only `qid` (FEATURES' part)."""
     dataset, pair = wildcards.dataset, wildcards.pair
-    return [cost_source("route_features", "table", pair, ["features"], dataset=dataset, pair=pair)]
+    features = {"features": contracts.FEATURES}
+    return [cost_source("route_features", "table", pair, features, dataset=dataset, pair=pair)]
 
 
 def pair_source_files(wildcards):

@@ -2,11 +2,12 @@
 
 In:  the questions, and for every stage instance that works per query (a first-stage ranking per method and scope,
      a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations and judgments)
-     its output table and its Snakemake benchmark files (`results/benchmarks/<rule>/...tsv`), as `sources`, each
-     declared in the rules next to the stage's outputs: its `kind` (vocabulary.COST_KINDS: how its rows are
-     priced), the `stage` and `component` it is recorded as, its tables, benchmarks, device and, for an LLM kind,
-     the model's prices. A sharded stage's seconds are its shard jobs' and gather's, summed. A new stage enters the
-     ledger by declaring a source of an existing kind; nothing here names a rule.
+     its output tables (the columns its kind reads, `columns_read`) and the wall seconds of its Snakemake benchmark
+     files, as `Measured` sources, each declared in the rules next to the stage's outputs: its `kind`
+     (vocabulary.COST_KINDS: how its rows are priced), the `stage` and `component` it is recorded as, its tables
+     and their contracts, benchmarks, device and, for an LLM kind, the model's prices. A sharded stage's seconds are
+     its shard jobs' and gather's, summed. A new stage enters the ledger by declaring a source of an existing kind;
+     nothing here names a rule.
 Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out and the number of retrieval calls, LLM
      calls and reranked pairs, and the totals per stage. `basis` says how the seconds were measured: "item" — the
      stage's own per-item measurement (LLM generation: each request's latency, batch time apportioned by tokens in
@@ -17,35 +18,30 @@ Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out an
      × output_per_mtok, per million; a served model's tokens are its server's `usage`); 0 for stages without an LLM,
      null for an LLM stage whose model has no prices or whose token counts a server did not give.
 
-Plain functions; the `cost_ledger` rule's job (cost/jobs/cost_ledger.py) reads the job and writes the tables.
+Plain functions of frames and values; the `cost_ledger` rule's job (cost/jobs/cost_ledger.py) reads the sources'
+tables through their contracts and their benchmark files, and writes the tables.
 """
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
-from workflow_scripts.core.contracts import COST_LEDGER, GENERATIONS
-from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.contracts import COST_LEDGER
 from workflow_scripts.core.vocabulary import COST_KINDS, LLM_COST_KINDS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
 
 COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
 
 
-def benchmark_seconds(paths: Sequence[str | Path]) -> float:
-    """Wall seconds of one stage instance: the mean `s` of each of its Snakemake benchmark files (one job, or a
-    sharded stage's shards and gather), summed."""
-    total = 0.0
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise InputError(f"cost ledger: benchmark file {path} does not exist; rerun the rule that writes it")
-        table = pl.read_csv(path, separator="\t")
-        if "s" not in table.columns or table.height == 0:
-            raise InputError(f"cost ledger: benchmark file {path} has no 's' (seconds) row")
-        total += float(table["s"].mean())
-    return total
+class Measured(NamedTuple):
+    """One source as the ledger prices it: its declaration (`kind`, `stage`, `component`, `device`, `prices`), its
+    tables (the columns `columns_read` names, in the order the source lists them) and its job's wall seconds (its
+    benchmark files' mean `s`, summed over a sharded stage's jobs)."""
+
+    source: Mapping[str, Any]
+    tables: Sequence[pl.DataFrame]
+    seconds: float
 
 
 def job_even(items: pl.DataFrame, job_seconds: float, **fixed: Any) -> pl.DataFrame:
@@ -64,48 +60,46 @@ def per_query(qids: pl.Series) -> pl.DataFrame:
     return pl.DataFrame({"qid": qids.unique().sort()}).with_columns(pl.lit(1, dtype=pl.Int64).alias("items"))
 
 
-def retrieval_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+def retrieval_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
     """One search per question (questions that found nothing were searched too)."""
-    return job_even(per_query(questions["qid"]), benchmark_seconds(source["benchmarks"]), retrieval_calls=1)
+    return job_even(per_query(questions["qid"]), seconds, retrieval_calls=1)
 
 
-def rerank_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+def rerank_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
     """The reranker job's seconds split evenly over the (query, unit) pairs it scored."""
-    scores = pl.read_parquet(source["tables"][0], columns=["qid"])
-    items = scores.group_by("qid").len().select("qid", pl.col("len").cast(pl.Int64).alias("items")).sort("qid")
-    return job_even(items, benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("rerank_pairs"))
+    items = tables[0].group_by("qid").len().select("qid", pl.col("len").cast(pl.Int64).alias("items")).sort("qid")
+    return job_even(items, seconds).with_columns(pl.col("items").alias("rerank_pairs"))
 
 
-def table_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+def table_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
     """A per-query job (an arm's fusion and cut, a pair's features): its seconds split evenly over its queries."""
-    return job_even(per_query(pl.read_parquet(source["tables"][0], columns=["qid"])["qid"]), benchmark_seconds(source["benchmarks"]))
+    return job_even(per_query(tables[0]["qid"]), seconds)
 
 
-def generation_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+def generation_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
     """Each answer's own measured latency and tokens (llm/engine.py apportions a batch's wall time by tokens)."""
-    answers = read_table(source["tables"][0], GENERATIONS)
+    answers = tables[0]
     return answers.select(
         pl.col("request_id").alias("qid"), pl.col("latency_s").alias("seconds"), pl.lit("item").alias("basis"),
-        pl.lit(benchmark_seconds(source["benchmarks"])).alias("job_seconds"),
+        pl.lit(seconds).alias("job_seconds"),
         pl.lit(answers.height, dtype=pl.Int64).alias("job_items"), pl.lit(1, dtype=pl.Int64).alias("items"),
         "device", "prompt_tokens", "completion_tokens", pl.lit(1, dtype=pl.Int64).alias("llm_calls"),
     )
 
 
-def judge_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
+def judge_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
     """The judge job's seconds split evenly over its calls (both judges, re-asks included), with their tokens."""
-    calls = pl.concat([pl.read_parquet(path, columns=["item_id", "attempts", *TOKEN_COLUMNS]) for path in source["tables"]])
-    items = calls.group_by("item_id").agg(
+    items = pl.concat(tables).group_by("item_id").agg(
         pl.col("attempts").sum().cast(pl.Int64).alias("items"),
         *(summed(name) for name in TOKEN_COLUMNS),
     ).rename({"item_id": "qid"})
-    return job_even(items.sort("qid"), benchmark_seconds(source["benchmarks"])).with_columns(pl.col("items").alias("llm_calls"))
+    return job_even(items.sort("qid"), seconds).with_columns(pl.col("items").alias("llm_calls"))
 
 
 def money_of(prices: Mapping[str, Any]) -> pl.Expr:
     """What a row's prompt_tokens and completion_tokens cost at an LLM block's `prices` (per million tokens)."""
-    return ((pl.col("prompt_tokens") * prices["input_per_mtok"] + pl.col("completion_tokens") * prices["output_per_mtok"])
-            / 1e6).cast(pl.Float64)
+    return ((pl.col("prompt_tokens") * prices["input_per_mtok"]
+             + pl.col("completion_tokens") * prices["output_per_mtok"]) / 1e6).cast(pl.Float64)
 
 
 def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl.DataFrame:
@@ -113,24 +107,41 @@ def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl
     if kind not in LLM_COST_KINDS:
         return rows.with_columns(pl.lit(0.0).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
     if prices is None:
-        return rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
+        return rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("money"),
+                                 pl.lit(None, dtype=pl.String).alias("currency"))
     return rows.with_columns(money_of(prices).alias("money"), pl.lit(prices["currency"]).alias("currency"))
 
 
-ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST_KINDS), from (source, questions)
+ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST_KINDS): (tables, seconds, questions)
     "retrieval": retrieval_rows, "rerank": rerank_rows, "table": table_rows, "generation": generation_rows,
     "judge": judge_rows,
 }
-assert tuple(ROWS_OF_KIND) == COST_KINDS
+COLUMNS_OF_KIND = {  # the columns of a source's tables its kind's rows are made of (None: the whole table)
+    "retrieval": [], "rerank": ["qid"], "table": ["qid"], "generation": None,
+    "judge": ["item_id", "attempts", *TOKEN_COLUMNS],
+}
+assert tuple(ROWS_OF_KIND) == tuple(COLUMNS_OF_KIND) == COST_KINDS
 
 
-def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFrame:
-    """The ledger rows of one source, priced by its declared kind and recorded under its stage and component."""
+def kind_of(source: Mapping[str, Any]) -> str:
+    """The source's declared kind, checked against vocabulary.COST_KINDS."""
     kind = source.get("kind")
     if kind not in ROWS_OF_KIND:
         raise InputError(f"cost ledger: source '{source.get('stage')}' / '{source.get('component')}' declares kind "
                          f"{kind!r}; known kinds: {list(COST_KINDS)}")
-    rows = ROWS_OF_KIND[kind](source, questions)
+    return kind
+
+
+def columns_read(source: Mapping[str, Any]) -> list[str] | None:
+    """The columns of each of the source's tables that its rows are made of (None: all), for the job to read."""
+    return COLUMNS_OF_KIND[kind_of(source)]
+
+
+def stage_rows(measured: Measured, questions: pl.DataFrame) -> pl.DataFrame:
+    """The ledger rows of one source, priced by its declared kind and recorded under its stage and component."""
+    source = measured.source
+    kind = kind_of(source)
+    rows = ROWS_OF_KIND[kind](measured.tables, measured.seconds, questions)
     defaults = {"device": source.get("device", "cpu"), "prompt_tokens": None, "completion_tokens": None,
                 **{name: 0 for name in COUNTS}}
     rows = rows.with_columns(pl.lit(value).alias(name) for name, value in defaults.items() if name not in rows.columns)
@@ -138,12 +149,12 @@ def stage_rows(source: Mapping[str, Any], questions: pl.DataFrame) -> pl.DataFra
     return rows.with_columns(pl.lit(source["stage"]).alias("stage"), pl.lit(source["component"]).alias("component"))
 
 
-def ledger(sources: Sequence[Mapping[str, Any]], questions: pl.DataFrame, dataset: str) -> pl.DataFrame:
+def ledger(sources: Sequence[Measured], questions: pl.DataFrame, dataset: str) -> pl.DataFrame:
     """The COST_LEDGER rows of every source stage, for the dataset's questions."""
     tables = [stage_rows(source, questions) for source in sources]
     known = questions["qid"].implode()
-    table = pl.concat([table.select(column for column in COST_LEDGER.columns if column != "dataset") for table in tables],
-                      how="vertical_relaxed")
+    columns = [column for column in COST_LEDGER.columns if column != "dataset"]
+    table = pl.concat([table.select(columns) for table in tables], how="vertical_relaxed")
     unknown = table.filter(~pl.col("qid").is_in(known))
     if unknown.height:
         raise InputError(f"cost ledger: {unknown.height} rows name questions that are not in the questions table "

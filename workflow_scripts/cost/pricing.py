@@ -1,11 +1,12 @@
 """Pricing a routing pair's policies from the ledger: what a router pays before deciding, when it does not fire and
 when it fires, per held-out question, in seconds, token-equivalents and money (`COST_MEASURES`).
 
-In:  the dataset's ledger (cost/ledger.py) plus the rows of the pair's own stages, `costs.prices`, `costs.reuse`, the
-     pair's config and arms, the first-stage rankings of its reranked arms (to count reranker candidates), and
-     `stages`: the ledger's name of each stage a policy consists of (PRICED_STAGES in the rules: `first_stage` per
-     method, `rerank`, `arm`, `features`, `answers`), so nothing here names a rule.
-Out: `measured_costs` → a PairPlan (which units of work each component of a policy consists of) and the Costs of
+In:  the dataset's ledger (COST_LEDGER, cost/ledger.py) plus the rows of the pair's own stages (`Measured`),
+     `costs.prices`, `costs.reuse`, the pair's config and arms, the first-stage rankings (RANKING) of its reranked
+     arms (to count reranker candidates), and `stages`: the ledger's name of each stage a policy consists of
+     (PRICED_STAGES in the rules: `first_stage` per method, `rerank`, `arm`, `features`, `answers`), so nothing here
+     names a rule.
+Out: `pair_costs` → a PairPlan (which units of work each component of a policy consists of) and the Costs of
      those units per question; `trigger_cost` → what firing adds over not firing. Token-equivalents = prompt tokens ×
      prompt_token + generated tokens × completion_token + retrieval calls × retrieval_call + reranked pairs ×
      rerank_pair (the prices in `costs.prices`). Money is the ledger's (the LLM blocks' `prices`); a sum with an
@@ -21,10 +22,10 @@ from typing import Any
 import polars as pl
 
 from workflow_scripts.core.contracts import COST_LEDGER, RANKING
-from workflow_scripts.core.tables import conform, read_table
+from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
-from workflow_scripts.cost.ledger import stage_rows
+from workflow_scripts.cost.ledger import Measured, stage_rows
 from workflow_scripts.retrieval.arms import candidates_from, first_stages
 
 
@@ -134,7 +135,8 @@ class PairPlan:
         reuse = self.reuse if reuse is None else reuse
         alternative = self.arms[self.alternative]
         paid = self.pre_decision(families) if reuse else []
-        same_reranker = self.base_is_arm and alternative.get("rerank") and alternative.get("rerank") == self.arms[self.base].get("rerank")
+        reranker = alternative.get("rerank")
+        same_reranker = self.base_is_arm and reranker and reranker == self.arms[self.base].get("rerank")
         return arm_units(self.alternative, alternative, self.stages, paid,
                          self.base if reuse and same_reranker else None)
 
@@ -157,32 +159,34 @@ def trigger_cost(plan: PairPlan, costs: Costs, families: frozenset[str]) -> pl.D
         "qid", *((pl.col(measure) - pl.col(f"{measure}_off")).alias(measure) for measure in COST_MEASURES))
 
 
-def with_pair_rows(table: pl.DataFrame, sources: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+def with_pair_rows(table: pl.DataFrame, sources: Sequence[Measured]) -> pl.DataFrame:
     """The dataset's ledger plus the rows of the pair's own stages (its features job). The dataset ledger leaves
     them out, so that adding a routing pair changes nothing another pair is priced from."""
     if not sources:
         return table
     dataset = table["dataset"][0] if table.height else ""
-    rows = [stage_rows(source, table.select("qid").unique()).with_columns(pl.lit(dataset).alias("dataset")).select(list(COST_LEDGER.columns))
+    questions, columns = table.select("qid").unique(), list(COST_LEDGER.columns)
+    rows = [stage_rows(source, questions).with_columns(pl.lit(dataset).alias("dataset")).select(columns)
             for source in sources]
     return conform(pl.concat([table, *rows], how="vertical_relaxed"), COST_LEDGER)
 
 
-def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str], rankings: Mapping[str, str]) -> dict[str, pl.DataFrame]:
-    """Arm → its reranker candidate pairs (qid, unit_id); `rankings` maps '<method>_<scope>' to a ranking file."""
-    loaded = {key: read_table(path, RANKING) for key, path in rankings.items()}
+def candidate_sets(arms: Mapping[str, Mapping[str, Any]], names: Sequence[str],
+                   rankings: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """Arm → its reranker candidate pairs (qid, unit_id); `rankings` maps '<method>_<scope>' to a RANKING table."""
     return {
-        name: candidates_from(arms[name], loaded).select("qid", "unit_id")
+        name: candidates_from(arms[name], rankings).select("qid", "unit_id")
         for name in names if name in arms and arms[name].get("rerank")
     }
 
 
-def measured_costs(pair_name: str, settings: Mapping[str, Any], ledger: str, qids: pl.Series) -> tuple[PairPlan, Costs]:
-    """The pair's cost plan and the priced ledger on `qids`; `settings` holds the pair's config, its arms,
-    costs.reuse, costs.prices, the rankings of its reranked arms ('<method>_<scope>' → file), the sources of the
-    pair's own stages (`pair_sources`, as the ledger's) and the ledger's names of the stages (`stages`)."""
+def pair_costs(pair_name: str, settings: Mapping[str, Any], ledger: pl.DataFrame, rankings: Mapping[str, pl.DataFrame],
+               pair_sources: Sequence[Measured], qids: pl.Series) -> tuple[PairPlan, Costs]:
+    """The pair's cost plan and the priced ledger (COST_LEDGER) on `qids`; `settings` holds the pair's config, its
+    arms, costs.reuse, costs.prices and the ledger's names of the stages (`stages`); `rankings` the RANKING tables of
+    its reranked arms ('<method>_<scope>' → table) and `pair_sources` the pair's own stages, as the ledger's."""
     pair, arms = settings["pair"], settings["arms"]
     plan = PairPlan(pair_name, pair, arms, settings["reuse"], settings["stages"])
-    table = priced(with_pair_rows(pl.read_parquet(ledger), settings.get("pair_sources", ())), settings["prices"])
-    pools = candidate_sets(arms, [pair["base"], pair["alternative"]], settings["rankings"])
+    table = priced(with_pair_rows(ledger, pair_sources), settings["prices"])
+    pools = candidate_sets(arms, [pair["base"], pair["alternative"]], rankings)
     return plan, Costs(table, qids.unique(), pools, settings["stages"]["rerank"])

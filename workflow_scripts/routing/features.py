@@ -16,9 +16,10 @@ In / out, per family (each feature's family is what a router must pay before it 
   unc_seq_logprob.
 - retrieval_score: `probe_features(probe, qids)` from a probe BM25 ranking (qid, unit_id, rank, score) →
   bm25_top1, bm25_gap12, bm25_mean_top5 (zeros for a query with no hit).
-"full" is every family present. `combine` joins family tables on qid (every table must cover the same qids).
-The feature catalogue (names, FEATURE_FAMILY) and the written table's contract (FEATURES, of which a pair's
-table holds its families' columns, `family_columns`) are declared in `vocabulary.py` and `contracts.py`.
+"full" is every family present. `combine` joins family tables on qid (every table must cover the same qids);
+`labelled_features` joins them over the labelled questions (a pair's features.parquet). The feature catalogue
+(names, FEATURE_FAMILY) and the written table's contract (FEATURES, of which a pair's table holds its families'
+columns: `family_columns`, `features_contract`) are declared in `vocabulary.py` and `contracts.py`.
 
 Definitions (k = 10 unless the query has fewer units; a query with one unit has gap12 = 0):
 top1_cos = cosine of vector rank 1; gap12_cos = cos(rank 1) − cos(rank 2); mean_top5_cos = mean cosine of
@@ -34,6 +35,8 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
+from workflow_scripts.core.contracts import FEATURES
+from workflow_scripts.core.tables import Contract
 from workflow_scripts.core.vocabulary import (
     FEATURE_FAMILY,
     KEEP_FEATURE_NAMES,
@@ -185,6 +188,12 @@ def family_columns(families: Iterable[str]) -> tuple[str, ...]:
     return tuple(feature for feature, family in FEATURE_FAMILY.items() if family in families)
 
 
+def features_contract(families: Iterable[str]) -> Contract:
+    """The contract of a features table of `families`: qid and exactly those families' columns (a column missing or
+    extra is a contract error)."""
+    return FEATURES.select("qid", *family_columns(families))
+
+
 def combine(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """Join feature tables on qid; every table must cover exactly the same queries."""
     if not tables:
@@ -199,3 +208,9 @@ def combine(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
             raise InputError(f"combine features: columns {sorted(shared)} appear in two tables")
         combined = combined.join(table, on="qid")
     return combined.sort("qid")
+
+
+def labelled_features(tables: Sequence[pl.DataFrame], labelled: pl.Series) -> pl.DataFrame:
+    """The family tables joined on qid (`combine`) over the `labelled` questions only."""
+    labelled = labelled.implode()
+    return combine([table.filter(pl.col("qid").is_in(labelled)) for table in tables])

@@ -5,7 +5,8 @@ In:  router scores on a calibration split (qid, score) and on the held-out split
 Out: `frontier_table` — one row per (frontier, budget): threshold, epsilon, calibration_usage, usage,
      transfer_error = usage − ρ, accuracy = mean metric under the policy; `calibration_audit` — over R grouped
      calibration/held-out re-splits × every router, the share of combinations whose realized held-out usage exceeds
-     ρ, per budget and rule.
+     ρ, per budget and rule; `frontier_tables` — both for every router of a pair's routed.parquet (ROUTED) that has
+     a budget knob (routers that never or always fire have none and are left out).
 
 Rules (trigger ⇔ score > threshold, strictly, everywhere):
 - exact: the top ⌊ρn⌋ held-out queries by score (a ranking diagnostic, not deployable). A block of tied scores
@@ -31,7 +32,7 @@ For users: docs/statistics.md, "Budget frontiers and the calibration audit".
 """
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ import polars as pl
 from workflow_scripts.core.contracts import ROUTER_FRONTIERS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import CONSERVATIVE, DEPLOYABLE, EXACT_FRONTIER
+from workflow_scripts.routing.routers import FIXED_THRESHOLDS
 
 ROUNDING = 1e-9
 
@@ -224,3 +226,22 @@ def calibration_audit(scores: pl.DataFrame, labels: pl.DataFrame, groups: pl.Dat
         pl.col("usage").mean().alias("mean_usage"),
         pl.col("accuracy").mean().alias("mean_accuracy"),
     ).sort("budget", "rule")
+
+
+def frontier_tables(routed: pl.DataFrame, routers: Mapping[str, Any], budgets: Mapping[str, Any],
+                    seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Exact / deployable / conservative frontiers per router with a budget knob (calibration split → held-out),
+    and the calibration audit over repeated grouped splits."""
+    knobbed = [name for name, spec in routers.items() if spec.get("kind", name) not in FIXED_THRESHOLDS]
+    tables = []
+    for router in knobbed:
+        table = routed.filter(pl.col("router") == router)
+        frontier = frontier_table(table.filter(pl.col("split") == "calibration"),
+                                  table.filter(pl.col("split") == "heldout"), budgets["grid"], budgets["delta"],
+                                  budgets["heldout_term"])
+        tables.append(frontier.with_columns(pl.lit(router).alias("router")))
+    labels = routed.select("qid", "metric_on", "metric_off", "delta").unique("qid")
+    groups = routed.select("qid", "group_id").unique("qid")
+    audit = calibration_audit(routed.select("qid", "router", "score"), labels, groups, knobbed, budgets["grid"],
+                              budgets["audit_splits"], seed, budgets["delta"], heldout_term=budgets["heldout_term"])
+    return pl.concat(tables), audit

@@ -10,7 +10,8 @@ Out: a LABELS table (qid, metric_off, metric_on, delta, outcome), where "off" is
      router does not fire (arm A / no retrieval) and "on" when it fires (arm B / retrieval); delta = on − off.
      For a 0/1 metric delta ∈ {−1, 0, +1}; for a graded metric it is real-valued and the outcome is its sign.
      Outcome vocabulary follows each study: rescue / harm / tie (Study A), benefit / harm / neutral (Study B).
-     `outcome_summary` gives counts and rates (the utility distribution and harm rate) per group of rows.
+     `outcome_summary` gives counts and rates (the utility distribution and harm rate) per group of rows;
+     `utility_table` the pair's utility.csv (UTILITY_REPORT): that distribution per split and overall, tagged.
 
 Every frontier, router and report downstream reads metric_off / metric_on / delta from this one table.
 """
@@ -121,6 +122,18 @@ def answer_correctness(
     return table, joined.height - scorable.height
 
 
+def answer_labels(questions: pl.DataFrame, without: pl.DataFrame, with_retrieval: pl.DataFrame, scorer: str,
+                  f1_threshold: float = 0.5) -> tuple[pl.DataFrame, str, int]:
+    """Study B's labels from the closed-book and the retrieval arm's GENERATIONS scored against the `questions`'
+    reference answers, the generator model(s) behind them (' | '-joined) and the questions without references."""
+    correctness, unscorable = answer_correctness(questions, without, with_retrieval, scorer, f1_threshold)
+    if correctness.is_empty():
+        raise InputError(f"labels: none of the {unscorable} answered questions has reference answers to score "
+                         f"against; Study B needs a dataset with answers (questions.parquet column 'answers')")
+    models = sorted(set(without["model"]) | set(with_retrieval["model"]))
+    return retrieval_labels(correctness), " | ".join(models), unscorable
+
+
 def retrieval_labels(correctness: pl.DataFrame) -> pl.DataFrame:
     """u = correct(with retrieval) − correct(without) per query, from columns qid, correct_without, correct_with."""
     _check_values(correctness, ["correct_without", "correct_with"], "retrieval labels")
@@ -149,3 +162,23 @@ def outcome_summary(labels: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFram
     grouped = labels.group_by(list(by), maintain_order=True).agg(aggregations) if by else labels.select(aggregations)
     rates = [(pl.col(count) / pl.col("n")).alias(f"{count[:-1]}_rate") for count in ("gains", "harms", "ties")]
     return grouped.with_columns(rates).sort(list(by)) if by else grouped.with_columns(rates)
+
+
+def with_splits(table: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
+    """`table` (qid, …) with each question's group_id and split (SPLITS); questions without a split are dropped."""
+    return table.join(splits.select("qid", "group_id", "split"), on="qid", how="inner")
+
+
+def utility_table(labels: pl.DataFrame, splits: pl.DataFrame, dataset: str, pair_name: str, measure: str,
+                  model: str | None, unscorable: int) -> pl.DataFrame:
+    """The utility distribution (outcome_summary) per split and over all splits, tagged with dataset, pair, model,
+    the questions left out for lack of references and whether every label is equal (`signal_absent`)."""
+    by_split = outcome_summary(with_splits(labels, splits), ["split"])
+    overall = outcome_summary(labels).with_columns(pl.lit("all").alias("split"))
+    table = pl.concat([overall.select(by_split.columns), by_split])
+    tags = [pl.lit(dataset).alias("dataset"), pl.lit(pair_name).alias("pair"),
+            pl.lit(model, dtype=pl.String).alias("model"), pl.lit(measure).alias("measure")]
+    signal_absent = labels["delta"].n_unique() <= 1
+    return table.select(*tags, pl.all()).with_columns(
+        pl.lit(unscorable).alias("without_reference"), pl.lit(signal_absent).alias("signal_absent")
+    )

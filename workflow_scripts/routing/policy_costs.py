@@ -1,7 +1,7 @@
 """What each routing policy really costs (rule `route_costs`, per dataset and routing pair base → alternative).
 
 In:  the pair's Costs and PairPlan (cost/pricing.py, from the ledger), routed.parquet, frontiers.parquet, the frozen
-     routers (the feature families each reads) and the budget grid.
+     routers' artifacts (the feature families each reads) and the budget grid.
 Out (results/<dataset>/cost/<pair>/, written by routing/jobs/route_costs.py):
 - policy_costs  per router on held-out: pre-decision cost of its trigger family (query-only: the feature job;
   uncertainty: the no-retrieval answer; retrieval-score: the BM25 probe; base_arm: the base arm's retrieval), the
@@ -14,8 +14,7 @@ Out (results/<dataset>/cost/<pair>/, written by routing/jobs/route_costs.py):
   first-stage rankings and rerank scores versus recomputing them.
 """
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import polars as pl
@@ -27,12 +26,12 @@ from workflow_scripts.routing.frontiers import frontier_table
 from workflow_scripts.routing.routers import read_artifact
 
 
-def router_families(frozen: Sequence[str]) -> dict[str, frozenset[str]]:
-    """Router → the feature families its frozen artifact reads (empty for random / always / never); the router's
-    name is the one recorded inside the artifact."""
+def router_families(frozen: Iterable[bytes]) -> dict[str, frozenset[str]]:
+    """Router → the feature families its frozen artifact reads (empty for random / always / never), in the order of
+    the artifacts; the router's name is the one recorded inside the artifact."""
     families = {}
-    for path in frozen:
-        artifact = read_artifact(Path(path).read_bytes())
+    for data in frozen:
+        artifact = read_artifact(data)
         router, names = artifact["router"], artifact["features"]
         unknown = [name for name in names if name not in FEATURE_FAMILY]
         if unknown:

@@ -6,6 +6,15 @@ In:  a wide feature table (qid + Float64 feature columns, from `features`), a LA
 Out: out-of-fold scores (qid, group_id, fold, score, signal_absent); a threshold choice (threshold, utility,
      trigger rate); a frozen artifact (UTF-8 JSON bytes); routed held-out queries (qid, score, triggered).
 
+A pair's protocol over the configured routers (`routing.routers`), on its labels, features and splits:
+`fit_routers` (rule route_fit) fits each router on dev only — out-of-fold scores, the utility sweep at the cost
+per trigger c (routing.cost_per_trigger, or with routing.measured_cost per_unit × the router's measured extra
+cost of one trigger on dev, priced by cost/pricing.py) and the model refitted on all of dev, frozen;
+`heldout_tables` (rule route_heldout) scores calibration and held-out with the frozen artifacts alone and gives
+the held-out policies (hit rates, trigger rate, rescues, harms, utility) and their group-bootstrap comparisons
+with always-on and off. The jobs read and write the files; `frozen_paths` matches a rule's frozen/<router>.json
+files to the routers.
+
 Router kinds (`RouterSpec.kind`):
 - ridge — Study A's router: StandardScaler + Ridge (alpha 20) regressing delta; works for any real label.
 - bur_linear — Budgeted Utility Router, linear: StandardScaler + multinomial logistic regression (L2, C = 1) on
@@ -46,6 +55,7 @@ import math
 import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,7 +69,18 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.vocabulary import CONTROL_ROUTERS, LEARNED_ROUTERS, SCORE_ROUTERS
+from workflow_scripts.core.vocabulary import (
+    ADAPTIVE,
+    ALWAYS_ON,
+    CONTROL_ROUTERS,
+    FEATURE_FAMILY,
+    LEARNED_ROUTERS,
+    OFF,
+    SCORE_ROUTERS,
+)
+from workflow_scripts.cost.pricing import Costs, PairPlan, trigger_cost
+from workflow_scripts.routing.labels import with_splits
+from workflow_scripts.stats.paired import compare_policies
 
 ARTIFACT_FORMAT = "ragfrontier.router/1"
 KINDS = LEARNED_ROUTERS + ("score",) + CONTROL_ROUTERS  # a score router is one of SCORE_ROUTERS, by its feature
@@ -357,3 +378,124 @@ def apply_frozen(artifact: bytes, features: pl.DataFrame) -> pl.DataFrame:
     scores = model_scores(data["model"], known, features)
     threshold = float(data["threshold"])  # "inf" / "-inf" strings decode too
     return pl.DataFrame({"qid": features["qid"], "score": scores, "triggered": scores > threshold})
+
+
+# --- A pair's protocol over the configured routers (rules route_fit and route_heldout)
+
+
+def router_spec(name: str, spec: Mapping[str, Any], feature_names: list[str]) -> RouterSpec:
+    """A RouterSpec from a `routing.routers` entry; learned routers read every configured feature."""
+    params = {key: value for key, value in spec.items() if key != "kind"}
+    kind = spec.get("kind", name)
+    if kind in SCORE_ROUTERS:
+        feature, sign = SCORE_ROUTERS[kind]
+        return make_router(name, "score", (feature,), sign=sign)
+    learned = kind in LEARNED_ROUTERS
+    return make_router(name, None if kind == name and not learned else kind, feature_names if learned else (), **params)
+
+
+def frozen_paths(routers: Mapping[str, Any], paths: Sequence[str]) -> dict[str, str]:
+    """Router name → its frozen/<router>.json among `paths` (matched by file name, in the config's router order)."""
+    by_name = {Path(path).stem: str(path) for path in paths}
+    return {name: by_name[name] for name in routers}
+
+
+def dev_labels(labels: pl.DataFrame, splits: pl.DataFrame) -> pl.DataFrame:
+    """The labels of the dev split, with group and split, in qid order: all that fitting a router may see."""
+    return with_splits(labels, splits).filter(pl.col("split") == "dev").sort("qid")
+
+
+def cost_per_trigger(settings: Mapping[str, Any], spec: RouterSpec, pair_name: str,
+                     priced: tuple[PairPlan, Costs] | None) -> tuple[float, str]:
+    """c of the utility sweep and how it was set: routing.cost_per_trigger (an abstract unit), or with
+    routing.measured_cost the mean measured extra cost of one trigger on dev (cost.trigger_cost for this router's
+    feature families, from `priced`: the pair's plan and its costs on dev, jobs/costs.pair_costs_from_files) times
+    `per_unit`, the utility one unit of that cost is worth."""
+    measured_cost = settings.get("measured_cost")
+    if not measured_cost:
+        return float(settings["cost_per_trigger"]), "abstract"
+    plan, costs = priced
+    families = frozenset(FEATURE_FAMILY[feature] for feature in spec.features)
+    extra = trigger_cost(plan, costs, families)[measured_cost["unit"]]
+    if extra.null_count():
+        raise InputError(f"routing.measured_cost.unit = money: pair '{pair_name}' triggers LLM calls of a model "
+                         f"without prices; set prices (input_per_mtok, output_per_mtok, currency) on "
+                         f"models.generator and models.judge, or measure seconds or token_equivalents")
+    mean = float(extra.mean())
+    return measured_cost["per_unit"] * mean, f"measured: {mean:.6g} {measured_cost['unit']} per trigger on dev"
+
+
+def fit_routers(labels: pl.DataFrame, features: pl.DataFrame, splits: pl.DataFrame, routers: Mapping[str, Any],
+                settings: Mapping[str, Any], pair_name: str, priced: tuple[PairPlan, Costs] | None = None,
+                ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, bytes]]:
+    """Dev split only: out-of-fold scores, the utility sweep, then the model refitted on all dev and frozen.
+    Returns the out-of-fold scores of every router, the sweep (thresholds.csv) and each router's frozen artifact.
+    `priced`: with routing.measured_cost, the pair's cost plan and its costs on the dev questions."""
+    labels = dev_labels(labels, splits)
+    features = features.filter(pl.col("qid").is_in(labels["qid"].implode())).sort("qid")
+    names = [column for column in features.columns if column != "qid"]
+    oof_tables, sweeps, artifacts = [], [], {}
+    for name in routers:
+        spec = router_spec(name, routers[name], names)
+        oof = out_of_fold_scores(features.select("qid", *spec.features), labels, labels, spec,
+                                 settings["n_splits"], settings["seed"])
+        oof = oof.join(labels.select("qid", "metric_on", "metric_off"), on="qid").sort("qid")
+        cost, basis = cost_per_trigger(settings, spec, pair_name, priced)
+        choice = choose_threshold(spec, oof["score"], oof["metric_on"], oof["metric_off"], cost)
+        model = fit_router(spec, features.select("qid", *spec.features), labels["delta"].to_numpy(), settings["seed"])
+        metadata = {"pair": pair_name, "dev_questions": labels.height, "dev_utility": choice.utility,
+                    "dev_trigger_rate": choice.trigger_rate, "cost_per_trigger": cost, "cost_basis": basis}
+        artifacts[name] = freeze(spec, model, choice.threshold, metadata)
+        oof_tables.append(oof.with_columns(pl.lit(name).alias("router")))
+        sweeps.append({"router": name, "cost_per_trigger": cost, "threshold": choice.threshold,
+                       "dev_utility": choice.utility, "dev_trigger_rate": choice.trigger_rate,
+                       "signal_absent": bool(oof["signal_absent"].any())})
+    return pl.concat(oof_tables), pl.DataFrame(sweeps), artifacts
+
+
+def routed_scores(frozen: Mapping[str, bytes], features: pl.DataFrame) -> pl.DataFrame:
+    """Each frozen router applied to `features` (the artifact is all it reads): qid, router, score, triggered."""
+    tables = []
+    for name, artifact in frozen.items():
+        routed = apply_frozen(artifact, features.select("qid", *frozen_features(artifact)))
+        tables.append(routed.with_columns(pl.lit(name).alias("router")))
+    return pl.concat(tables).select("qid", "router", "score", "triggered")
+
+
+def policy_rows(heldout: pl.DataFrame, costs: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Held-out hit rate, trigger rate, rescues, harms and utility (with the cost per trigger each router was
+    frozen with) of each router's adaptive policy."""
+    rows = []
+    for (router,), table in heldout.group_by("router", maintain_order=True):
+        fired = table["triggered"]
+        adaptive = table[ADAPTIVE]
+        rows.append({
+            "router": router, "questions": table.height, OFF: table["metric_off"].mean(),
+            ALWAYS_ON: table["metric_on"].mean(), ADAPTIVE: adaptive.mean(), "trigger_rate": fired.mean(),
+            "rescues": int((fired & (table["delta"] > 0)).sum()), "harms": int((fired & (table["delta"] < 0)).sum()),
+            "cost_per_trigger": costs[router],
+            "utility": float((adaptive - costs[router] * fired.cast(pl.Float64)).mean()),
+        })
+    return rows
+
+
+def heldout_tables(labels: pl.DataFrame, features: pl.DataFrame, splits: pl.DataFrame, frozen: Mapping[str, bytes],
+                   settings: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Score calibration and held-out with the frozen routers (`frozen`: name → artifact, in the config's order);
+    the routed scores, the held-out policies and their group-bootstrap comparisons."""
+    labels = with_splits(labels, splits).filter(pl.col("split") != "dev")
+    features = features.filter(pl.col("qid").is_in(labels["qid"].implode()))
+    routed = routed_scores(frozen, features).join(labels, on="qid")
+    heldout = routed.filter(pl.col("split") == "heldout").with_columns(
+        pl.when(pl.col("triggered")).then(pl.col("metric_on")).otherwise(pl.col("metric_off")).alias(ADAPTIVE)
+    )
+    costs = {name: read_artifact(artifact)["metadata"]["cost_per_trigger"] for name, artifact in frozen.items()}
+    boot = settings["bootstrap"]
+    comparisons = [
+        compare_policies(table.rename({"metric_on": ALWAYS_ON, "metric_off": OFF}),
+                         [(ADAPTIVE, ALWAYS_ON), (ADAPTIVE, OFF)], B=boot["resamples"], seed=settings["seed"],
+                         method=boot["method"], confidence=boot["confidence"],
+                         ).with_columns(pl.lit(router).alias("router"))
+        for (router,), table in heldout.group_by("router", maintain_order=True)
+    ]
+    return routed, pl.DataFrame(policy_rows(heldout, costs)), pl.concat(comparisons)

@@ -1,8 +1,8 @@
 """Study C synthetic queries: a seeded reservoir sample of papers, a problem and a method query for each.
 
 In:  the corpus units (one document unit per paper: unit_id = paper id, title, text = abstract; the
-     arxiv_metadata adapter), the dataset's ingest report (papers skipped for having no abstract), the generator
-     config, the prompt templates (`synthetic_queries`), the sample size and seed.
+     arxiv_metadata adapter), how many papers the ingest skipped for having no abstract (its report's count), the
+     generator config, the prompt templates (`synthetic_queries`), the sample size and seed.
 Out: STUDY_C_QUERIES (qid "<paper>:<type>", paper_id = the gold target, query_type problem | method, text) and a
      JSON report: papers in the corpus, sampled, succeeded, and the failures by cause.
 
@@ -19,7 +19,6 @@ assistant turns, `Template.example_texts`: "copies_example"; SmolLM2-135M copied
 18 of 49 unarXive abstracts). The study keeps a paper only when both of its queries were generated.
 """
 
-import json
 import logging
 import random
 from collections import Counter
@@ -100,12 +99,11 @@ def synthesize(
     return rows, failures, obtained
 
 
-def synthetic_queries(units: str, ingest_report: str, papers_wanted: int, seed: int, shard: Shard | None,
+def synthetic_queries(units: str, skipped_upstream: int, papers_wanted: int, seed: int, shard: Shard | None,
                       engine: llm.Engine, cache: Path, template: Template) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Rule study_c_queries' work: `papers_wanted` papers drawn from the units (seeded reservoir), of them the job's
-    shard's, each asked for a problem and a method query; the queries (STUDY_C_QUERIES, by qid) and the report."""
-    skipped_upstream = json.loads(Path(ingest_report).read_text()).get("counts", {}).get(
-        "papers_without_abstract_skipped", 0)
+    shard's, each asked for a problem and a method query; the queries (STUDY_C_QUERIES, by qid) and the report.
+    `skipped_upstream`: the papers the ingest skipped for having no abstract (its report's count)."""
     papers_in_corpus = table_rows(units)
     sample = reservoir_sample((paper for batch in table_batches(units, UNITS, columns=["unit_id", "title", "text"])
                                for paper in batch.iter_rows(named=True)), papers_wanted, seed)

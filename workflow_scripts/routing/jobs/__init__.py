@@ -1,5 +1,6 @@
-"""The routing rules' jobs, one module per rule (rules/route.smk): each reads the Snakemake job once, calls
-routing/protocol.py and writes the outputs.
+"""The routing rules' jobs, one module per rule (rules/route.smk, rules/report.smk): each reads the Snakemake job and
+its input files through their contracts, calls the routing libraries (labels.py, features.py, routers.py,
+frontiers.py, policy_costs.py) and writes the outputs through theirs.
 
 In:  the Snakemake job object (only these modules see it).
 Out: the files of the rule's `output:`.

@@ -6,17 +6,15 @@ Out: results/<dataset>/routing/<pair>/frontiers.parquet and audit.parquet.
 
 from typing import Any
 
-import polars as pl
-
-from workflow_scripts.core.contracts import AUDIT, FRONTIERS
-from workflow_scripts.core.tables import write_table
+from workflow_scripts.core.contracts import AUDIT, FRONTIERS, ROUTED
+from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.jobs.runtime import run_job
-from workflow_scripts.routing import protocol
+from workflow_scripts.routing.frontiers import frontier_tables
 
 
 def main(smk: Any) -> None:
-    frontiers, audit = protocol.frontier_tables(pl.read_parquet(smk.input.routed), smk.params.routers,
-                                                smk.params.budgets, smk.params.seed)
+    frontiers, audit = frontier_tables(read_table(smk.input.routed, ROUTED), smk.params.routers, smk.params.budgets,
+                                       smk.params.seed)
     write_table(frontiers, smk.output.frontiers, FRONTIERS)
     write_table(audit, smk.output.audit, AUDIT)
 

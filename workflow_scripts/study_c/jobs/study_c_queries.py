@@ -6,6 +6,7 @@ In:  the units and the ingest report; params: study_c.papers, study_c.seed, the 
 Out: results/<dataset>/study_c/queries.parquet (STUDY_C_QUERIES) and its JSON report.
 """
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from workflow_scripts.study_c.synthetic import synthetic_queries
 def main(smk: Any) -> None:
     template = load_templates(smk.params.prompts)["synthetic_queries"]
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
-    table, report = synthetic_queries(smk.input.units, smk.input.report, smk.params.papers, smk.params.seed,
+    ingest = json.loads(Path(smk.input.report).read_text())
+    skipped_upstream = ingest.get("counts", {}).get("papers_without_abstract_skipped", 0)
+    table, report = synthetic_queries(smk.input.units, skipped_upstream, smk.params.papers, smk.params.seed,
                                       shard_of(smk), engine, Path(smk.params.cache), template)
     write_table(table, smk.output.queries, STUDY_C_QUERIES)
     write_json_atomic(report, smk.output.report)
