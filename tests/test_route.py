@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import SPLITS
-from workflow_scripts.core.tables import write_table
+from workflow_scripts.core.contracts import ROUTER_COMPARISONS, SPLITS
+from workflow_scripts.core.tables import conform, write_table
 from workflow_scripts.routing.routers import fit_routers, frozen_paths, heldout_tables
 
 ROUTERS = {"ridge": {"kind": "ridge", "alpha": 20}, "random": {"kind": "random"}, "always": {"kind": "always"}}
@@ -65,4 +65,10 @@ def test_heldout_report_follows_the_frozen_threshold(tmp_path):
     assert always["trigger_rate"] == 1.0 and always["rescues"] == 20 and always["adaptive"] == 1.5
     assert always["utility"] == pytest.approx(1.5 - 0.02)
     assert set(routed["split"]) == {"calibration", "heldout"}
-    assert comparisons.filter((pl.col("router") == "always") & (pl.col("b") == "off"))["estimate"].to_list() == [1.0]
+    metric = comparisons.filter((pl.col("router") == "always") & (pl.col("b") == "off"))
+    assert metric.filter(pl.col("scale") == "metric")["estimate"].to_list() == [1.0]
+    # on utility, the always router is always switching: it pays c = 0.02 on every question, as does always-on
+    assert metric.filter(pl.col("scale") == "utility")["estimate"].to_list() == [pytest.approx(1.0 - 0.02)]
+    same = comparisons.filter((pl.col("router") == "always") & (pl.col("b") == "always_on") & (pl.col("scale") == "utility"))
+    assert same["estimate"].to_list() == [pytest.approx(0.0)]
+    conform(comparisons, ROUTER_COMPARISONS)

@@ -810,18 +810,21 @@ ROUTER_POLICIES = Contract(  # routing/protocol.py heldout_tables (policy_rows)
              "cost_per_trigger", "utility"),
 )
 
-ROUTER_COMPARISONS = Contract(  # routing/protocol.py heldout_tables: COMPARISONS rows per router
+ROUTER_COMPARISONS = Contract(  # routing/routers.py heldout_tables: COMPARISONS rows per router and scale
     name="router_comparisons",
     file="results/<dataset>/routing/<pair>/comparisons.csv",
     columns={**COMPARISONS.columns,
              "a": Column(pl.String(), doc="adaptive: the router's held-out policy"),
              "b": Column(pl.String(), doc="always_on | off: the policy subtracted"),
-             "router": ROUTER},
-    key=("router", "a", "b"),
-    enums={**COMPARISONS.enums, "a": frozenset({ADAPTIVE}), "b": frozenset({ALWAYS_ON, OFF})},
+             "router": ROUTER,
+             "scale": Column(pl.String(), doc="metric (the pair's measure) | utility (metric − c × triggered with the "
+                             "router's frozen c; always switching pays c on every question): what is compared")},
+    key=("router", "scale", "a", "b"),
+    enums={**COMPARISONS.enums, "a": frozenset({ADAPTIVE}), "b": frozenset({ALWAYS_ON, OFF}),
+           "scale": frozenset({"metric", "utility"})},
     title="Routing: adaptive vs always-on and vs off",
-    about="Mean per-question difference a − b on held-out, CI from a bootstrap over groups, paired permutation p, "
-          "win / tie / loss shares.",
+    about="Mean per-question difference a − b on held-out, on the metric and on the utility (metric − c × trigger), "
+          "CI from a bootstrap over groups, paired permutation p, win / tie / loss shares.",
     landing=(),
 )
 

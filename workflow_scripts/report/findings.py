@@ -171,7 +171,9 @@ def router_verdicts(pair: str, policies: pl.DataFrame, comparisons: pl.DataFrame
     everyone = sorted([*((value, FIXED_NAMES[name]) for name, value in fixed.items()),
                        *((row["utility"], f"`{row['router']}`") for row in policies.iter_rows(named=True)
                          if kinds.get(row["router"]) not in FIXED_KINDS)], reverse=True)
-    ranking = Finding(f"Pair `{pair}`, held-out utility (metric − c × trigger, c = {cost:g}), best first: "
+    priced = (f"c = {cost:g}" if policies["cost_per_trigger"].n_unique() == 1 else
+              f"c measured per router; always switching at `{policies['router'][0]}`'s c = {cost:g}")
+    ranking = Finding(f"Pair `{pair}`, held-out utility (metric − c × trigger, {priced}), best first: "
                       + ", ".join(f"{name} {number(value)}" for value, name in everyone)
                       + (" (`random` is a baseline, never the best)." if BASELINE_KINDS & set(kinds.values()) else "."),
                       RANKING, pair)

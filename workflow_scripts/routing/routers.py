@@ -491,11 +491,21 @@ def heldout_tables(labels: pl.DataFrame, features: pl.DataFrame, splits: pl.Data
     )
     costs = {name: read_artifact(artifact)["metadata"]["cost_per_trigger"] for name, artifact in frozen.items()}
     boot = settings["bootstrap"]
-    comparisons = [
-        compare_policies(table.rename({"metric_on": ALWAYS_ON, "metric_off": OFF}),
-                         [(ADAPTIVE, ALWAYS_ON), (ADAPTIVE, OFF)], B=boot["resamples"], seed=settings["seed"],
-                         method=boot["method"], confidence=boot["confidence"],
-                         ).with_columns(pl.lit(router).alias("router"))
-        for (router,), table in heldout.group_by("router", maintain_order=True)
-    ]
+    comparisons = []
+    for (router,), table in heldout.group_by("router", maintain_order=True):
+        for scale, scored in scales(table, costs[router]).items():
+            comparisons.append(compare_policies(
+                scored, [(ADAPTIVE, ALWAYS_ON), (ADAPTIVE, OFF)], B=boot["resamples"], seed=settings["seed"],
+                method=boot["method"], confidence=boot["confidence"],
+            ).with_columns(pl.lit(router).alias("router"), pl.lit(scale).alias("scale")))
     return routed, pl.DataFrame(policy_rows(heldout, costs)), pl.concat(comparisons)
+
+
+def scales(table: pl.DataFrame, cost: float) -> dict[str, pl.DataFrame]:
+    """A router's held-out questions as the three policies score them (group_id, adaptive, always_on, off), on the
+    metric and on the utility the router was frozen for (metric − c × triggered: always switching pays c on every
+    question, never switching nothing), so that a router is compared with the fixed policies on what it optimises."""
+    metric = table.select("group_id", ADAPTIVE, pl.col("metric_on").alias(ALWAYS_ON), pl.col("metric_off").alias(OFF))
+    utility = table.select("group_id", (pl.col(ADAPTIVE) - cost * pl.col("triggered").cast(pl.Float64)).alias(ADAPTIVE),
+                           (pl.col("metric_on") - cost).alias(ALWAYS_ON), pl.col("metric_off").cast(pl.Float64).alias(OFF))
+    return {"metric": metric, "utility": utility}
