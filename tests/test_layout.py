@@ -298,3 +298,10 @@ def test_every_contract_of_the_registry_is_used_by_production():
     sources = [path for name, path in MODULES.items() if name != "workflow_scripts.core.contracts"]
     used = sum((code_references(path) for path in [*sources, *(PROJECT_ROOT / "rules").rglob("*.smk")]), Counter())
     assert [name for name in registered if not used[name]] == []
+
+
+def test_every_line_of_the_package_is_within_the_formatters_width():
+    """pyproject.toml's line length (120) holds for code, docstrings and comments alike."""
+    long = [f"{path.relative_to(PROJECT_ROOT)}:{number}" for path in MODULES.values()
+            for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
+    assert long == [], "wrap these lines (black --line-length 120 --line-ranges N-N for code)"

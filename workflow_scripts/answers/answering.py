@@ -14,7 +14,8 @@ Out (results/<dataset>/answers/ and judgments/):
 - answers/summary.csv             per policy: answers, the grounded judge's means on the questions every policy
                                   answered and was judged on (faithfulness also dropping questions where any policy
                                   abstained), the quality judge's answer rate and unconditional / conditional
-                                  overall means, the number of distinct correctness and overall scores, and per judge the parse failures, how
+                                  overall means, the number of distinct correctness and overall scores, and per judge
+                                  the parse failures, how
                                   every judgment came about (`<judge>_replies`, e.g. "constrained: 15; length: 2";
                                   see judges.obtained_counts) and its score basis (`<judge>_basis`, e.g.
                                   "masked_exact: 17"). Scores are read as `judging.scoring` says (judges.reading):
@@ -91,7 +92,10 @@ def judge_items(questions: pl.DataFrame, shown: Mapping[str, tuple[str, ...]], a
     texts = answers.filter(pl.col("status") == "ok")
     items = questions.join(texts.select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
     return items.select(
-        pl.col("qid").alias("item_id"), pl.col("text").alias("question"), "answer", pl.col("answers").alias("references"),
+        pl.col("qid").alias("item_id"),
+        pl.col("text").alias("question"),
+        "answer",
+        pl.col("answers").alias("references"),
         pl.Series("evidence", [list(shown[qid]) for qid in items["qid"]], dtype=pl.List(pl.String)),
     )
 
@@ -109,12 +113,22 @@ def policy_table(policies: Sequence[str], grounded: Sequence[pl.DataFrame], qual
             pl.col(read["faithfulness"]).cast(pl.Float64).alias("faithful"),
             pl.col("score_basis").alias("basis_grounded"), pl.col("failure").alias("failure_grounded"))
         c = judged_quality.select(
-            "item_id", pl.col("status").alias("status_quality"), pl.col("obtained").alias("obtained_quality"), "is_answer",
+            "item_id",
+            pl.col("status").alias("status_quality"),
+            pl.col("obtained").alias("obtained_quality"),
+            "is_answer",
             pl.col(read["is_answer"]).cast(pl.Float64).alias("answer"),
             pl.col(read["overall"]).cast(pl.Float64).alias("overall"),
-            (pl.col(read["overall_given"]) if scoring == "expected" else pl.when(pl.col("is_answer")).then(
-                pl.col(read["overall_given"]))).cast(pl.Float64).alias("overall_given"),
-            pl.col("score_basis").alias("basis_quality"), pl.col("failure").alias("failure_quality"))
+            (
+                pl.col(read["overall_given"])
+                if scoring == "expected"
+                else pl.when(pl.col("is_answer")).then(pl.col(read["overall_given"]))
+            )
+            .cast(pl.Float64)
+            .alias("overall_given"),
+            pl.col("score_basis").alias("basis_quality"),
+            pl.col("failure").alias("failure_quality"),
+        )
         rows.append(a.join(c, on="item_id", how="full", coalesce=True).with_columns(pl.lit(policy).alias("policy")))
     return pl.concat(rows).rename({"item_id": "qid"})
 
@@ -134,8 +148,15 @@ def errors(table: pl.DataFrame, answers: Mapping[str, pl.DataFrame], policy: str
 def summarize(table: pl.DataFrame, policies: Sequence[str], answers: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Study A means on the questions every policy has a judgment for; Study C answer rate and overall means; the
     requests that failed (`errors`)."""
-    judged_everywhere = table.filter(pl.col("correctness").is_not_null()).group_by("qid").len().filter(pl.col("len") == len(policies))["qid"]
-    no_abstention = table.group_by("qid").agg(pl.col("abstained").fill_null(True).any()).filter(~pl.col("abstained"))["qid"]
+    judged_everywhere = (
+        table.filter(pl.col("correctness").is_not_null())
+        .group_by("qid")
+        .len()
+        .filter(pl.col("len") == len(policies))["qid"]
+    )
+    no_abstention = (
+        table.group_by("qid").agg(pl.col("abstained").fill_null(True).any()).filter(~pl.col("abstained"))["qid"]
+    )
     common = table.filter(pl.col("qid").is_in(judged_everywhere.implode()))
     faithful = common.filter(pl.col("qid").is_in(no_abstention.implode()))
     return pl.DataFrame([

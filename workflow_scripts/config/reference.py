@@ -82,19 +82,37 @@ def configuration_page(schema: Mapping[str, Any] | None = None) -> str:
     """docs/configuration.md: every key of the schema."""
     schema = schema or load_schema()
     defs = schema["$defs"]
-    lines = [GENERATED, "", "# Configuration", "",
-             "Every key of a ragfrontier config, generated from `workflow_scripts/config/config.schema.yaml` (the schema "
-             "the run validates before any job: an unknown key, a wrong type or a value out of range stops it with one "
-             "message naming the key). Defaults are filled in at start; a key without a default is optional unless "
-             "marked required. `config.yaml` is the demo's config; the study configs in `experiments/` replace it "
-             "with `--configfile experiments/<study>.yaml --replace-workflow-config`.", "",
-             "## Top level", "", *HEADER, *_rows(schema["properties"], "", set(schema.get("required", []))), "",
-             "## LLM block", "", _text(defs["llm"].get("description", "")), "",
-             "Used by `models.generator`, `models.judge` and the LLM steps of Study C.", "", *HEADER,
-             *_rows(defs["llm"]["properties"], "", set(defs["llm"].get("required", []))), "",
-             "## Datasets by format", "",
-             "`datasets.<name>.format` selects the adapter (`workflow_scripts/ingest/adapters/`); each format takes "
-             "its own keys (paths relative to the project root).", ""]
+    lines = [
+        GENERATED,
+        "",
+        "# Configuration",
+        "",
+        "Every key of a ragfrontier config, generated from `workflow_scripts/config/config.schema.yaml` (the schema "
+        "the run validates before any job: an unknown key, a wrong type or a value out of range stops it with one "
+        "message naming the key). Defaults are filled in at start; a key without a default is optional unless "
+        "marked required. `config.yaml` is the demo's config; the study configs in `experiments/` replace it "
+        "with `--configfile experiments/<study>.yaml --replace-workflow-config`.",
+        "",
+        "## Top level",
+        "",
+        *HEADER,
+        *_rows(schema["properties"], "", set(schema.get("required", []))),
+        "",
+        "## LLM block",
+        "",
+        _text(defs["llm"].get("description", "")),
+        "",
+        "Used by `models.generator`, `models.judge` and the LLM steps of Study C.",
+        "",
+        *HEADER,
+        *_rows(defs["llm"]["properties"], "", set(defs["llm"].get("required", []))),
+        "",
+        "## Datasets by format",
+        "",
+        "`datasets.<name>.format` selects the adapter (`workflow_scripts/ingest/adapters/`); each format takes "
+        "its own keys (paths relative to the project root).",
+        "",
+    ]
     for case in defs["dataset"]["allOf"]:
         fmt, then = case["if"]["properties"]["format"]["const"], case["then"]
         properties = {name: spec for name, spec in then.get("properties", {}).items() if isinstance(spec, dict)}
@@ -119,13 +137,21 @@ def _contract_section(name: str, contract: Contract) -> list[str]:
 
 def outputs_page(contracts: Mapping[str, Contract] = CONTRACTS, reports: Mapping[str, Contract] = REPORTS) -> str:
     """docs/outputs.md: every Parquet table's contract, then every CSV report's."""
-    lines = [GENERATED, "", "# Output tables", "",
-             "Every Parquet table and CSV report the pipeline writes has a contract "
-             "(`workflow_scripts/core/contracts.py`): its columns, their types, whether nulls are allowed, the values "
-             "an enumerated column may take, and the key no two rows share. Tables are checked against it when "
-             "written; a file that does not satisfy it is refused when read, naming the table and the columns. Where "
-             "each Parquet table lies is in [Getting started](getting-started.md#what-the-default-experiment-computes); "
-             "how to read the reports, in [Reading the results](results.md).", "", "## Parquet tables", ""]
+    lines = [
+        GENERATED,
+        "",
+        "# Output tables",
+        "",
+        "Every Parquet table and CSV report the pipeline writes has a contract "
+        "(`workflow_scripts/core/contracts.py`): its columns, their types, whether nulls are allowed, the values "
+        "an enumerated column may take, and the key no two rows share. Tables are checked against it when "
+        "written; a file that does not satisfy it is refused when read, naming the table and the columns. Where "
+        "each Parquet table lies is in [Getting started](getting-started.md#what-the-default-experiment-computes); "
+        "how to read the reports, in [Reading the results](results.md).",
+        "",
+        "## Parquet tables",
+        "",
+    ]
     for name, contract in sorted(contracts.items()):
         lines += _contract_section(name, contract)
     lines += ["## CSV reports", "",

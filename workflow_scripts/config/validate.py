@@ -133,7 +133,9 @@ def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list
         )
     unknown = sorted(set(arm.get("datasets", [])) - set(config["datasets"]))
     if unknown:
-        problems.append(f"arms.{name}.datasets: {unknown} are not configured datasets; configured: {sorted(config['datasets'])}")
+        problems.append(
+            f"arms.{name}.datasets: {unknown} are not configured datasets; configured: {sorted(config['datasets'])}"
+        )
     return problems
 
 
@@ -237,10 +239,13 @@ def check_routing(config: dict[str, Any]) -> None:
 
 
 def check_generation(config: dict[str, Any]) -> None:
-    unknown = [policy for policy in config["generation"]["policies"] if policy != CLOSED_BOOK and policy not in config["arms"]]
+    unknown = [
+        policy for policy in config["generation"]["policies"] if policy != CLOSED_BOOK and policy not in config["arms"]
+    ]
     if unknown:
         raise InputError(
-            f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; arms: {sorted(config['arms'])}"
+            f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; "
+            f"arms: {sorted(config['arms'])}"
         )
 
 
@@ -294,6 +299,8 @@ def check_study_c(config: dict[str, Any]) -> None:
     if "classic" not in study["strategies"]:
         problems.append(f"study_c.strategies: {study['strategies']} must include classic, the paired baseline")
     if study["top_k"] > study["rerank_candidates"]:
-        problems.append(f"study_c.top_k ({study['top_k']}) must be <= study_c.rerank_candidates ({study['rerank_candidates']})")
+        problems.append(
+            f"study_c.top_k ({study['top_k']}) must be <= study_c.rerank_candidates ({study['rerank_candidates']})"
+        )
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))

@@ -215,7 +215,9 @@ METRICS_SUMMARY = Contract(
     name="metrics_summary",
     columns={
         "arm": Column(pl.String()),
-        "split": Column(pl.String(), nullable=True, doc="dev | calibration | heldout | all; null: queries without a split"),
+        "split": Column(
+            pl.String(), nullable=True, doc="dev | calibration | heldout | all; null: queries without a split"
+        ),
         "measure": Column(pl.String()),
         "mean": Column(pl.Float64()),
         "questions": Column(pl.UInt32(), doc="judged queries behind the mean"),
@@ -242,11 +244,17 @@ _RESULT_COLUMNS = {
     "min_token_prob": Column(pl.Float64(), nullable=True, doc="lowest probability of a generated token"),
     "sequence_logprob": Column(pl.Float64(), nullable=True, doc="sum of the generated tokens' log probabilities"),
     "uncertainty_basis": Column(
-        pl.String(), nullable=True, doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm/engine.py)"
+        pl.String(),
+        nullable=True,
+        doc="full_vocabulary | grammar_masked (a constrained reply) | top_<k> (see llm/engine.py)",
     ),
-    "token_steps": Column(pl.List(TOKEN_STEP), nullable=True, doc="a constrained reply's tokens, each with the "
-                          "(text, logprob) alternatives at its step, whether they are all the grammar allowed "
-                          "(complete) and the unmasked mass on them (llm/backends, read by judging/scores.py)"),
+    "token_steps": Column(
+        pl.List(TOKEN_STEP),
+        nullable=True,
+        doc="a constrained reply's tokens, each with the "
+        "(text, logprob) alternatives at its step, whether they are all the grammar allowed "
+        "(complete) and the unmasked mass on them (llm/backends, read by judging/scores.py)",
+    ),
     "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
     "backend": Column(pl.String(), doc="transformers | openai | vllm"),
     "model": Column(pl.String(), doc="the model reference from the config"),
@@ -336,13 +344,23 @@ JUDGMENTS_QUALITY = Contract(
     columns={
         **_COMMON,
         "is_answer": Column(pl.Boolean(), nullable=True, doc="a genuine attempt to answer (null unless ok)"),
-        **{metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS},
+        **{
+            metric: Column(pl.Int8(), nullable=True, doc="1–5; 0 when is_answer is false") for metric in STUDY_C_METRICS
+        },
         **_expected("is_answer", "probability"),
-        **{column: spec for metric in STUDY_C_METRICS for column, spec in {
-            **_expected(metric, "unconditional expected score P(is_answer) · E[score | is_answer]"),
-            f"{metric}_given_is_answer": Column(pl.Float64(), nullable=True, doc="E[score | is_answer true] (a reply "
-                                                "that chose false is re-scored under the is_answer-true branch)"),
-        }.items()},
+        **{
+            column: spec
+            for metric in STUDY_C_METRICS
+            for column, spec in {
+                **_expected(metric, "unconditional expected score P(is_answer) · E[score | is_answer]"),
+                f"{metric}_given_is_answer": Column(
+                    pl.Float64(),
+                    nullable=True,
+                    doc="E[score | is_answer true] (a reply "
+                    "that chose false is re-scored under the is_answer-true branch)",
+                ),
+            }.items()
+        },
         **_SCORE_BASIS,
         **_TAIL,
     },
@@ -355,7 +373,9 @@ JUDGMENTS_GROUNDED = Contract(
     columns={
         **_COMMON,
         "abstained": Column(pl.Boolean(), nullable=True, doc="the answer declined or said evidence is insufficient"),
-        "correctness": Column(pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"),
+        "correctness": Column(
+            pl.Int8(), nullable=True, doc="0 wrong/unsupported/unjustified abstention, 1 partial, 2 correct"
+        ),
         "faithfulness": Column(pl.Int8(), nullable=True, doc="0/1/2 against the units shown; null for abstentions"),
         **_expected("abstained", "probability"),
         **_expected("correctness", "expected score"),
@@ -542,7 +562,8 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
 )
 
 
-# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/policy_costs.py): the per-query ledger and what each routing policy costs
+# --- Measured cost (cost/ledger.py, cost/pricing.py, routing/policy_costs.py): the per-query ledger and what each
+# routing policy costs
 
 
 COST_LEDGER = Contract(
@@ -553,19 +574,28 @@ COST_LEDGER = Contract(
         "stage": Column(pl.String(), doc="the rule that did the work, as its cost source names it"),
         "component": Column(pl.String(), doc="which instance: scope, reranker, arm, pair or policy"),
         "seconds": Column(pl.Float64(), doc="measured wall seconds attributed to this query"),
-        "basis": Column(pl.String(), doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
-                                         "seconds divided evenly over its items"),
+        "basis": Column(
+            pl.String(),
+            doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
+            "seconds divided evenly over its items",
+        ),
         "job_seconds": Column(pl.Float64(), doc="wall seconds of the whole job (Snakemake benchmark file)"),
         "job_items": Column(pl.Int64(), doc="items the job processed (queries, pairs or requests)"),
         "items": Column(pl.Int64(), doc="items of this query in the job"),
         "device": Column(pl.String(), doc="cpu, cuda, ... or a server's base URL"),
-        "prompt_tokens": Column(pl.Int64(), nullable=True, doc="LLM prompt tokens (null: not an LLM stage or not recorded)"),
+        "prompt_tokens": Column(
+            pl.Int64(), nullable=True, doc="LLM prompt tokens (null: not an LLM stage or not recorded)"
+        ),
         "completion_tokens": Column(pl.Int64(), nullable=True),
         "retrieval_calls": Column(pl.Int64(), doc="first-stage searches made for this query"),
         "llm_calls": Column(pl.Int64(), doc="LLM generation calls made for this query (re-asks included)"),
         "rerank_pairs": Column(pl.Int64(), doc="(query, unit) pairs scored by a reranker"),
-        "money": Column(pl.Float64(), nullable=True, doc="what this query's LLM tokens cost at the model block's "
-                        "prices (0 without an LLM; null: the model has no prices or a server gave no token counts)"),
+        "money": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="what this query's LLM tokens cost at the model block's "
+            "prices (0 without an LLM; null: the model has no prices or a server gave no token counts)",
+        ),
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null where money is 0 or null)"),
     },
     key=("qid", "stage", "component"),
@@ -699,42 +729,79 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
     columns={
         "policy": Column(pl.String(), doc="the generation.policies entry (closed_book or an arm)"),
         "judged": Column(pl.Int64(), doc="questions with a judgment of this policy by either judge"),
-        "grounded_questions": Column(pl.Int64(), doc="questions every policy has a grounded correctness for: the "
-                                     "questions the correctness mean is over"),
-        "correctness": Column(pl.Float64(), nullable=True, doc="mean grounded correctness (0–2, read as "
-                              "judging.scoring says) on those questions; null: none"),
-        "faithfulness_questions": Column(pl.Int64(), doc="of those, the questions where no policy abstained (an "
-                                         "unknown abstention counts as one)"),
-        "faithfulness": Column(pl.Float64(), nullable=True, doc="mean faithfulness (0–2) on those questions; null: none"),
-        "answer_rate": Column(pl.Float64(), nullable=True, doc="quality judge: mean is_answer (expected: P(is_answer)) "
-                              "over the policy's judgments; null: none"),
-        "overall_unconditional": Column(pl.Float64(), nullable=True, doc="mean overall score, refusals kept "
-                                        "(expected: P(is_answer) · E[overall | is_answer])"),
-        "overall_conditional": Column(pl.Float64(), nullable=True, doc="mean overall score given is_answer "
-                                      "(argmax: over the replies that chose is_answer true)"),
-        "distinct_correctness": Column(pl.Int64(), doc="distinct correctness values the judge gave (1: every answer "
-                                       "the same, the difference carries no information)"),
+        "grounded_questions": Column(
+            pl.Int64(),
+            doc="questions every policy has a grounded correctness for: the " "questions the correctness mean is over",
+        ),
+        "correctness": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="mean grounded correctness (0–2, read as " "judging.scoring says) on those questions; null: none",
+        ),
+        "faithfulness_questions": Column(
+            pl.Int64(), doc="of those, the questions where no policy abstained (an " "unknown abstention counts as one)"
+        ),
+        "faithfulness": Column(
+            pl.Float64(), nullable=True, doc="mean faithfulness (0–2) on those questions; null: none"
+        ),
+        "answer_rate": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="quality judge: mean is_answer (expected: P(is_answer)) " "over the policy's judgments; null: none",
+        ),
+        "overall_unconditional": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="mean overall score, refusals kept " "(expected: P(is_answer) · E[overall | is_answer])",
+        ),
+        "overall_conditional": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="mean overall score given is_answer " "(argmax: over the replies that chose is_answer true)",
+        ),
+        "distinct_correctness": Column(
+            pl.Int64(),
+            doc="distinct correctness values the judge gave (1: every answer "
+            "the same, the difference carries no information)",
+        ),
         "distinct_overall": Column(pl.Int64(), doc="distinct overall values the judge gave"),
-        "grounded_basis": Column(pl.String(), doc="the grounded judgments' score bases with counts, e.g. "
-                                 "\"masked_exact: 17\" ('' for none)"),
+        "grounded_basis": Column(
+            pl.String(),
+            doc="the grounded judgments' score bases with counts, e.g. " "\"masked_exact: 17\" ('' for none)",
+        ),
         "quality_basis": Column(pl.String(), doc="the quality judgments' score bases with counts"),
         "grounded_parse_failed": Column(pl.Int64(), doc="grounded judgments with status parse_failed"),
         "quality_parse_failed": Column(pl.Int64(), doc="quality judgments with status parse_failed"),
-        "grounded_replies": Column(pl.String(), doc="how the grounded replies were obtained, with counts, e.g. "
-                                   "\"constrained: 15; length: 2\""),
+        "grounded_replies": Column(
+            pl.String(), doc="how the grounded replies were obtained, with counts, e.g. " '"constrained: 15; length: 2"'
+        ),
         "quality_replies": Column(pl.String(), doc="how the quality replies were obtained, with counts"),
         "answers": Column(pl.Int64(), doc="the policy's answer requests (every split it is answered on)"),
         "answer_errors": Column(pl.Int64(), doc="answer requests that failed (status error): never judged"),
         "judge_errors": Column(pl.Int64(), doc="judgments (either judge) whose call failed"),
-        "error_cause": Column(pl.String(), nullable=True, doc="the most common cause of those failures, with its "
-                              "count (null: none failed)"),
+        "error_cause": Column(
+            pl.String(),
+            nullable=True,
+            doc="the most common cause of those failures, with its " "count (null: none failed)",
+        ),
     },
     key=("policy",),
     title="Answers: judged quality per policy",
     about="Judged answers per policy and the judges' mean scores; `distinct_*` counts the different scores the judge "
-          "gave (1 = it gave every answer the same).",
-    landing=("policy", "judged", "grounded_questions", "correctness", "faithfulness", "answer_rate",
-             "overall_unconditional", "distinct_correctness", "distinct_overall", "answer_errors", "judge_errors"),
+    "gave (1 = it gave every answer the same).",
+    landing=(
+        "policy",
+        "judged",
+        "grounded_questions",
+        "correctness",
+        "faithfulness",
+        "answer_rate",
+        "overall_unconditional",
+        "distinct_correctness",
+        "distinct_overall",
+        "answer_errors",
+        "judge_errors",
+    ),
 )
 
 UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
@@ -775,12 +842,19 @@ ROUTER_THRESHOLDS = Contract(  # routing/protocol.py fit_routers
     file="results/<dataset>/routing/<pair>/thresholds.csv",
     columns={
         "router": ROUTER,
-        "cost_per_trigger": Column(pl.Float64(), doc="c of the dev sweep: routing.cost_per_trigger, or with "
-                                   "routing.measured_cost per_unit × the router's measured cost of one trigger on dev"),
-        "threshold": Column(pl.Float64(), doc="the frozen threshold (a score above it triggers): the dev utility "
-                            "maximiser, fewest triggers on near-ties; -inf for always, inf for never"),
-        "dev_utility": Column(pl.Float64(), doc="mean(metric − c × triggered) on dev's out-of-fold scores at that "
-                              "threshold"),
+        "cost_per_trigger": Column(
+            pl.Float64(),
+            doc="c of the dev sweep: routing.cost_per_trigger, or with "
+            "routing.measured_cost per_unit × the router's measured cost of one trigger on dev",
+        ),
+        "threshold": Column(
+            pl.Float64(),
+            doc="the frozen threshold (a score above it triggers): the dev utility "
+            "maximiser, fewest triggers on near-ties; -inf for always, inf for never",
+        ),
+        "dev_utility": Column(
+            pl.Float64(), doc="mean(metric − c × triggered) on dev's out-of-fold scores at that " "threshold"
+        ),
         "dev_trigger_rate": Column(pl.Float64(), doc="share of dev questions triggered at that threshold"),
         "signal_absent": Column(pl.Boolean(), doc="some fold's training labels were constant (a flat score)"),
     },
@@ -813,18 +887,27 @@ ROUTER_POLICIES = Contract(  # routing/protocol.py heldout_tables (policy_rows)
 ROUTER_COMPARISONS = Contract(  # routing/routers.py heldout_tables: COMPARISONS rows per router and scale
     name="router_comparisons",
     file="results/<dataset>/routing/<pair>/comparisons.csv",
-    columns={**COMPARISONS.columns,
-             "a": Column(pl.String(), doc="adaptive: the router's held-out policy"),
-             "b": Column(pl.String(), doc="always_on | off: the policy subtracted"),
-             "router": ROUTER,
-             "scale": Column(pl.String(), doc="metric (the pair's measure) | utility (metric − c × triggered with the "
-                             "router's frozen c; always switching pays c on every question): what is compared")},
+    columns={
+        **COMPARISONS.columns,
+        "a": Column(pl.String(), doc="adaptive: the router's held-out policy"),
+        "b": Column(pl.String(), doc="always_on | off: the policy subtracted"),
+        "router": ROUTER,
+        "scale": Column(
+            pl.String(),
+            doc="metric (the pair's measure) | utility (metric − c × triggered with the "
+            "router's frozen c; always switching pays c on every question): what is compared",
+        ),
+    },
     key=("router", "scale", "a", "b"),
-    enums={**COMPARISONS.enums, "a": frozenset({ADAPTIVE}), "b": frozenset({ALWAYS_ON, OFF}),
-           "scale": frozenset({"metric", "utility"})},
+    enums={
+        **COMPARISONS.enums,
+        "a": frozenset({ADAPTIVE}),
+        "b": frozenset({ALWAYS_ON, OFF}),
+        "scale": frozenset({"metric", "utility"}),
+    },
     title="Routing: adaptive vs always-on and vs off",
     about="Mean per-question difference a − b on held-out, on the metric and on the utility (metric − c × trigger), "
-          "CI from a bootstrap over groups, paired permutation p, win / tie / loss shares.",
+    "CI from a bootstrap over groups, paired permutation p, win / tie / loss shares.",
     landing=(),
 )
 
@@ -970,18 +1053,22 @@ STUDY_C_COST = Contract(  # study_c/comparisons.py cost
         "strategy": STRATEGY,
         "query_type": CELL_QUERY_TYPE,
         "queries": Column(pl.Int64(), doc="queries in the cell"),
-        "llm_calls_per_query": Column(pl.Float64(), nullable=True, doc="mean LLM calls per query, the answer included "
-                                      "(null: no answers)"),
+        "llm_calls_per_query": Column(
+            pl.Float64(), nullable=True, doc="mean LLM calls per query, the answer included " "(null: no answers)"
+        ),
         "prompt_tokens_per_query": Column(pl.Float64(), nullable=True),
         "completion_tokens_per_query": Column(pl.Float64(), nullable=True),
         "llm_seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean measured LLM seconds"),
         "retrieval_seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean measured search seconds"),
         "seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean LLM + search seconds"),
-        "money_per_query": Column(pl.Float64(), nullable=True, doc="mean money at models.generator.prices (null: no "
-                                  "prices)"),
+        "money_per_query": Column(
+            pl.Float64(), nullable=True, doc="mean money at models.generator.prices (null: no " "prices)"
+        ),
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no prices)"),
         "searched_share": Column(pl.Float64(), nullable=True, doc="share of queries the strategy searched for"),
-        "fallbacks": Column(pl.String(), doc="fallbacks by cause with counts, e.g. \"rephrase_failed: 3\" ('' for none)"),
+        "fallbacks": Column(
+            pl.String(), doc="fallbacks by cause with counts, e.g. \"rephrase_failed: 3\" ('' for none)"
+        ),
     },
     key=("strategy", "query_type"),
     enums=STUDY_C_CELLS,
@@ -1011,32 +1098,51 @@ REVIEW_AGREEMENT = Contract(  # judging/review.py judge_agreement
     name="review_agreement",
     file="results/<dataset>/review/<judge>_agreement.csv",
     columns={
-        "label": Column(pl.String(), doc="the judge's label compared (grounded: correctness | faithfulness; quality: "
-                        "the six Study C scores)"),
+        "label": Column(
+            pl.String(),
+            doc="the judge's label compared (grounded: correctness | faithfulness; quality: " "the six Study C scores)",
+        ),
         "group": Column(pl.String(), doc="all | a policy | '<a> − <b>' (the difference of two policies)"),
-        "n_population": Column(pl.Int64(), doc="judged items of the group with the label (a − b: questions judged "
-                               "under both)"),
+        "n_population": Column(
+            pl.Int64(), doc="judged items of the group with the label (a − b: questions judged " "under both)"
+        ),
         "n_reviewed": Column(pl.Int64(), doc="reviewed items among them"),
-        "judge_mean": Column(pl.Float64(), nullable=True, doc="the judge's mean over the group (judging.scoring's "
-                             "reading; a − b: mean per-question difference)"),
-        "ppi_mean": Column(pl.Float64(), nullable=True, doc="PPI++ estimate of the human mean (null: unreviewed "
-                           "strata)"),
-        "ppi_low": Column(pl.Float64(), nullable=True, doc="its CLT interval (null: too few reviews or unreviewed "
-                          "strata)"),
+        "judge_mean": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="the judge's mean over the group (judging.scoring's " "reading; a − b: mean per-question difference)",
+        ),
+        "ppi_mean": Column(
+            pl.Float64(), nullable=True, doc="PPI++ estimate of the human mean (null: unreviewed " "strata)"
+        ),
+        "ppi_low": Column(
+            pl.Float64(), nullable=True, doc="its CLT interval (null: too few reviews or unreviewed " "strata)"
+        ),
         "ppi_high": Column(pl.Float64(), nullable=True),
-        "ppi_status": Column(pl.String(), nullable=True, doc="ok | too_few_reviews: … | unreviewed_strata: … (null: "
-                             "no items)"),
-        "ppi_lambda": Column(pl.String(), nullable=True, doc="λ̂ (3 decimals), ' / '-joined per policy of a "
-                             "difference"),
-        "judge_mean_reviewed": Column(pl.Float64(), nullable=True, doc="the judge's raw mean on the reviewed items "
-                                      "(null on a − b rows)"),
+        "ppi_status": Column(
+            pl.String(), nullable=True, doc="ok | too_few_reviews: … | unreviewed_strata: … (null: " "no items)"
+        ),
+        "ppi_lambda": Column(
+            pl.String(), nullable=True, doc="λ̂ (3 decimals), ' / '-joined per policy of a " "difference"
+        ),
+        "judge_mean_reviewed": Column(
+            pl.Float64(), nullable=True, doc="the judge's raw mean on the reviewed items " "(null on a − b rows)"
+        ),
         "human_mean_reviewed": Column(pl.Float64(), nullable=True, doc="the human raw mean on the reviewed items"),
-        "human_mean_stratified": Column(pl.Float64(), nullable=True, doc="design-weighted human mean over the "
-                                        "reviewed strata"),
-        "corrected_mean": Column(pl.Float64(), nullable=True, doc="confusion-matrix corrected mean (null: a judge "
-                                 "level of the group has no review)"),
-        "kappa_quadratic": Column(pl.Float64(), nullable=True, doc="quadratic-weighted Cohen's kappa judge vs human "
-                                  "on the reviewed items (null: fewer than 2 or undefined)"),
+        "human_mean_stratified": Column(
+            pl.Float64(), nullable=True, doc="design-weighted human mean over the " "reviewed strata"
+        ),
+        "corrected_mean": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="confusion-matrix corrected mean (null: a judge " "level of the group has no review)",
+        ),
+        "kappa_quadratic": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="quadratic-weighted Cohen's kappa judge vs human "
+            "on the reviewed items (null: fewer than 2 or undefined)",
+        ),
         "exact_agreement": Column(pl.Float64(), nullable=True, doc="share of identical labels on the reviewed items"),
         "covered_share": Column(pl.Float64(), nullable=True, doc="share of the group's items in strata with reviews"),
     },
@@ -1131,29 +1237,54 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
         "N": Column(pl.Int64(), doc="judged answers"),
         "replays": Column(pl.Int64(), doc="seeded replays of the review draw"),
         "reference_mean": Column(pl.Float64(), doc="the reference label's mean over all N answers: the target"),
-        **{column: spec for name, what in (("tuned", "PPI++ (power-tuned)"), ("plain", "PPI (λ = 1)"),
-                                           ("classical", "classical (reviewed labels only)"))
-           for column, spec in {
-               f"{name}_coverage": Column(pl.Float64(), doc=f"share of replays whose {what} interval covers the target"),
-               f"{name}_width": Column(pl.Float64(), doc=f"mean width of the {what} interval"),
-           }.items()},
+        **{
+            column: spec
+            for name, what in (
+                ("tuned", "PPI++ (power-tuned)"),
+                ("plain", "PPI (λ = 1)"),
+                ("classical", "classical (reviewed labels only)"),
+            )
+            for column, spec in {
+                f"{name}_coverage": Column(
+                    pl.Float64(), doc=f"share of replays whose {what} interval covers the target"
+                ),
+                f"{name}_width": Column(pl.Float64(), doc=f"mean width of the {what} interval"),
+            }.items()
+        },
         "tuned_lambda_mean": Column(pl.Float64(), doc="mean λ̂ of PPI++"),
-        "naive_coverage": Column(pl.Float64(), doc="1 when the judge-only interval (mean ± z·sd/√N, 0–1) covers the "
-                                 "target, else 0"),
+        "naive_coverage": Column(
+            pl.Float64(), doc="1 when the judge-only interval (mean ± z·sd/√N, 0–1) covers the " "target, else 0"
+        ),
         "naive_width": Column(pl.Float64(), doc="its width"),
         "naive_mean": Column(pl.Float64(), doc="the judge's mean rescaled to 0–1"),
-        "difference": Column(pl.String(), nullable=True, doc="the policy difference replayed (the second judged "
-                             "policy − the first); null: fewer than two judged policies"),
-        "difference_target": Column(pl.Float64(), nullable=True, doc="the reference label's mean difference on the "
-                                    "questions judged under both: the target"),
-        **{column: spec for name, what in (("tuned", "PPI++"), ("plain", "PPI (λ = 1)"), ("classical", "classical"))
-           for column, spec in {
-               f"difference_{name}_coverage": Column(pl.Float64(), nullable=True, doc=f"share of replays whose {what} "
-                                                     "interval of the difference covers its target"),
-               f"difference_{name}_width": Column(pl.Float64(), nullable=True, doc="mean width of that interval"),
-           }.items()},
-        "difference_replays": Column(pl.Int64(), nullable=True, doc="replays whose draw reviewed both sides enough "
-                                     "for an interval (the coverage's denominator)"),
+        "difference": Column(
+            pl.String(),
+            nullable=True,
+            doc="the policy difference replayed (the second judged "
+            "policy − the first); null: fewer than two judged policies",
+        ),
+        "difference_target": Column(
+            pl.Float64(),
+            nullable=True,
+            doc="the reference label's mean difference on the " "questions judged under both: the target",
+        ),
+        **{
+            column: spec
+            for name, what in (("tuned", "PPI++"), ("plain", "PPI (λ = 1)"), ("classical", "classical"))
+            for column, spec in {
+                f"difference_{name}_coverage": Column(
+                    pl.Float64(),
+                    nullable=True,
+                    doc=f"share of replays whose {what} " "interval of the difference covers its target",
+                ),
+                f"difference_{name}_width": Column(pl.Float64(), nullable=True, doc="mean width of that interval"),
+            }.items()
+        },
+        "difference_replays": Column(
+            pl.Int64(),
+            nullable=True,
+            doc="replays whose draw reviewed both sides enough " "for an interval (the coverage's denominator)",
+        ),
     },
     key=("n",),
 )
@@ -1198,15 +1329,37 @@ STUDY_C_REPORT = Document(  # study_c/comparisons.py: Study C's tables in Markdo
 CONTRACTS = {
     contract.name: contract
     for contract in (
-        UNITS, QUESTIONS, QRELS, GENERATED_QUESTIONS, SPLITS,
-        RANKING, RUNS, METRICS, METRICS_SUMMARY, UNIT_VECTORS, QUESTION_VECTORS, RERANK_SCORES, EMBEDDING_CACHE, SCORE_CACHE,
-        LLM_CACHE, GENERATIONS,
-        JUDGMENTS_QUALITY, JUDGMENTS_GROUNDED, JUDGE_VALIDATION_ITEMS,
+        UNITS,
+        QUESTIONS,
+        QRELS,
+        GENERATED_QUESTIONS,
+        SPLITS,
+        RANKING,
+        RUNS,
+        METRICS,
+        METRICS_SUMMARY,
+        UNIT_VECTORS,
+        QUESTION_VECTORS,
+        RERANK_SCORES,
+        EMBEDDING_CACHE,
+        SCORE_CACHE,
+        LLM_CACHE,
+        GENERATIONS,
+        JUDGMENTS_QUALITY,
+        JUDGMENTS_GROUNDED,
+        JUDGE_VALIDATION_ITEMS,
         LABELS,
         FEATURES,
-        OOF_SCORES, ROUTED,
-        FRONTIERS, AUDIT,
-        COST_LEDGER, POLICY_COSTS, COST_FRONTIERS, REUSE_COSTS,
-        STUDY_C_QUERIES, STUDY_C_RUNS, STUDY_C_ANSWERS,
+        OOF_SCORES,
+        ROUTED,
+        FRONTIERS,
+        AUDIT,
+        COST_LEDGER,
+        POLICY_COSTS,
+        COST_FRONTIERS,
+        REUSE_COSTS,
+        STUDY_C_QUERIES,
+        STUDY_C_RUNS,
+        STUDY_C_ANSWERS,
     )
 }

@@ -143,7 +143,9 @@ def model_fingerprint(model: Any) -> str:
     """The fingerprint of the weights a model loaded by this module carries (see `path_fingerprint`)."""
     fingerprint = getattr(model, FINGERPRINT_ATTRIBUTE, None)
     if fingerprint is None:
-        raise ValueError(f"{type(model).__name__} was not loaded by workflow_scripts.core.models; it has no fingerprint")
+        raise ValueError(
+            f"{type(model).__name__} was not loaded by workflow_scripts.core.models; it has no fingerprint"
+        )
     return fingerprint
 
 

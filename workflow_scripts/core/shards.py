@@ -9,7 +9,8 @@ Out: the items a shard owns: those whose id hashes to it (blake2b of the UTF-8 i
      (`owned_batches`) where the table is the corpus; the gathered tables, rows in the unsharded job's order and
      written through the same contract (and the same `TableWriter` row groups), so they are byte-identical to the
      unsharded run's when the rows are. A table in an input table's order (vectors) is merged from its shards a
-     batch at a time (`gather_in_order`), never held whole. A shard count above the number of items stops every shard job naming the stage and
+     batch at a time (`gather_in_order`), never held whole. A shard count above the number of items stops every shard
+     job naming the stage and
      the count to use; a shard output missing at gather time stops the gather naming the shard (never a partial
      table).
 """
@@ -99,7 +100,11 @@ def owned_batches(
     if shard is not None and what is not None and shard.count > (items := table_rows(path)):
         raise too_many(shard, items, what)
     for batch in table_batches(path, contract):
-        yield batch if shard is None else batch.filter(pl.Series(owned(batch[column].to_list(), shard, None), dtype=pl.Boolean))
+        yield (
+            batch
+            if shard is None
+            else batch.filter(pl.Series(owned(batch[column].to_list(), shard, None), dtype=pl.Boolean))
+        )
 
 
 def checked_parts(paths: Sequence[Path], rule: str) -> list[Path]:

@@ -55,7 +55,11 @@ OFF, ALWAYS_ON, ADAPTIVE = "off", "always_on", "adaptive"
 FEATURE_FAMILIES = ("base_arm", "query_only", "retrieval_score", "uncertainty")
 LEARNED_ROUTERS = ("ridge", "bur_linear", "bur_gbm")  # fitted on a pair's features
 # one-feature baselines: the feature and its sign (the router fires on high sign × feature)
-SCORE_ROUTERS = {"entropy": ("unc_entropy", 1.0), "min_confidence": ("unc_min_prob", -1.0), "bm25_top": ("bm25_top1", 1.0)}
+SCORE_ROUTERS = {
+    "entropy": ("unc_entropy", 1.0),
+    "min_confidence": ("unc_min_prob", -1.0),
+    "bm25_top": ("bm25_top1", 1.0),
+}
 CONTROL_ROUTERS = ("random", "always", "never")  # read no feature
 ROUTER_KINDS = LEARNED_ROUTERS + tuple(SCORE_ROUTERS) + CONTROL_ROUTERS
 
@@ -135,8 +139,17 @@ COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge")
 LLM_COST_KINDS = ("generation", "judge")  # the kinds whose tokens cost money at the model block's prices
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
 QUERY_TYPES = ("problem", "method")  # Study C's synthetic queries, in the order each paper's rows are written
-AGREEMENT_MEASURES = ("spearman", "kappa", "auroc", "bias")  # the judge against its reference label (judging/validation.py)
-GATE_MEASURES = ("auroc", "spearman", "kappa")  # higher is better: judging.validate.gate may require one's CI above a floor
+AGREEMENT_MEASURES = (
+    "spearman",
+    "kappa",
+    "auroc",
+    "bias",
+)  # the judge against its reference label (judging/validation.py)
+GATE_MEASURES = (
+    "auroc",
+    "spearman",
+    "kappa",
+)  # higher is better: judging.validate.gate may require one's CI above a floor
 
 
 def enumerations() -> dict[str, tuple]:

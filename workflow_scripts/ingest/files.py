@@ -15,7 +15,8 @@ on, say), where a whole-file read reported the undecodable byte first.
 
 Whole-file: `read_bytes`, `read_text` and `read_json` read the whole file. They stay for whole-document formats,
 whose one JSON value is the data (QASPER's object of papers, a {qid: {doc_id: grade}} qrels object);
-`decode_utf8` decodes one small piece (an HTML page of a tar) with the same messages. A JSON list of records streams (`stream_records`); when its stream meets anything
+`decode_utf8` decodes one small piece (an HTML page of a tar) with the same messages. A JSON list of records streams
+(`stream_records`); when its stream meets anything
 invalid it re-reads the file whole, so the message is exactly the whole-file one (memory = the file, on that
 error path only).
 

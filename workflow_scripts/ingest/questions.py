@@ -6,7 +6,8 @@ In:  a dataset's raw files, read through its format's unit stream (`registry.str
      generator config and the `generated_question` template (with the config's `prompts` override).
 Out: GENERATED_QUESTIONS (qid "<source unit id>:q", group_id = the paper, source_unit_id = the gold evidence,
      source_kind, text = the question, answer = the reference answer) and a JSON report: papers, papers with no
-     candidate unit, candidate units, units sampled, questions kept, failures by cause, how the used replies were obtained, and the
+     candidate unit, candidate units, units sampled, questions kept, failures by cause, how the used replies were
+     obtained, and the
      settings. Ingest turns the table into the dataset's questions (answers [answer], gold_unit_ids [source]) and
      qrels (source unit, relevance 1).
 

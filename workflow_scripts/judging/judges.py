@@ -13,7 +13,8 @@ Study A's judge sees the question, the reference answers, the evidence units sho
 answer: correctness 0/1/2 against the references (wrong, unsupported or an unjustified abstention 0; partial
 1; correct 2) and faithfulness 0/1/2 against the units shown; an abstention gets no faithfulness score (null).
 
-Both judges are decoded under their reply schema (`templates.JUDGE_QUALITY_REPLY`, `templates.JUDGE_GROUNDED_REPLY`) when the
+Both judges are decoded under their reply schema (`templates.JUDGE_QUALITY_REPLY`, `templates.JUDGE_GROUNDED_REPLY`)
+when the
 judge's backend has structured outputs on (the default), so a reply is valid JSON with every score in range by
 construction; `obtained` records how each accepted reply came about (constrained, parsed, repaired, reasked).
 Parsing each reply: strict JSON, then repair (`parsing.parse_json`), then validation. A reply cut by its token
@@ -164,7 +165,9 @@ def _gated(spec: JudgeSpec, results: dict[str, dict[str, Any]], originals: Mappi
     unconditional one is P(gate) × E[score | gate]."""
     gate = spec.gate
     probability = expected_column(gate.field, isinstance(gate.value, bool))
-    chose_other = [item_id for item_id, row in results.items() if row["status"] == "ok" and row[gate.field] != gate.value]
+    chose_other = [
+        item_id for item_id, row in results.items() if row["status"] == "ok" and row[gate.field] != gate.value
+    ]
     given: dict[str, dict[str, Any]] = {}
     if chose_other:
         requests = [replace(originals[item_id], request_id=f"{item_id}#given",
@@ -230,8 +233,13 @@ def judge(
             verdict, failure = spec.validate(parsed.value) if parsed.value is not None else (None, parsed.failure)
             if verdict is not None:
                 steps = steps_of(row["token_steps"]) if obtained == "constrained" else None
-                results[item_id] = {**base, **verdict, **_score_columns(spec, {**parsed.value, **verdict}, steps), "status": "ok",
-                                    "obtained": "reasked" if attempt > 1 else obtained}
+                results[item_id] = {
+                    **base,
+                    **verdict,
+                    **_score_columns(spec, {**parsed.value, **verdict}, steps),
+                    "status": "ok",
+                    "obtained": "reasked" if attempt > 1 else obtained,
+                }
                 continue
             if obtained == "length":
                 results[item_id] = {**base, "status": "length", "obtained": "length",
@@ -241,8 +249,13 @@ def judge(
             turns = render(reask, {"reason": failure})
             asked = pending[item_id]
             retry[item_id] = replace(
-                asked, request_id=f"{item_id}#reask{attempt}",
-                followup=(*asked.followup, ("assistant", row["text"]), *((turn["role"], turn["content"]) for turn in turns)),
+                asked,
+                request_id=f"{item_id}#reask{attempt}",
+                followup=(
+                    *asked.followup,
+                    ("assistant", row["text"]),
+                    *((turn["role"], turn["content"]) for turn in turns),
+                ),
             )
         pending = retry
     if spec.gate is not None:

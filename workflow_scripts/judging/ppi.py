@@ -34,7 +34,8 @@ with s²_h the sample variance of r in stratum h (finite-population correction: 
 nothing; a stratum with one review of several items borrows the arm's pooled within-stratum variance), and
 σ²_y = Var(f + r) estimated as Var_N(f) + 2 Ĉov_w(f, r) + V̂ar_w(r): the judge's variance from all N items, the
 other two design-weighted (weight N_h / n_h) over the reviewed items, all three as population moments, the sum
-times N / (N − 1) (so a fully reviewed arm gets the classical sample variance of y). For a difference the same holds with
+times N / (N − 1) (so a fully reviewed arm gets the classical sample variance of y). For a difference the same holds
+with
 y = y_A − y_B and both design terms summed; Var(y_A − y_B) needs Cov(r_A, r_B), which the sample cannot see
 (no question reviewed under both), and it is taken as 0 — conservative when the judge errs alike on two
 answers to one question. With n ≪ N and Cov(f, r) = 0 this is the paper's σ²_f / N + σ²_r / n (ppi_py's
@@ -227,7 +228,9 @@ def ppi_combination(arms: Sequence[Arm], coefficients: Sequence[float], min_revi
         status = f"too_few_reviews: {min(reviewed)} < {min_reviewed}"
         return Estimate(estimate, None, None, None, size, sum(reviewed), status, lams)
     if no_variance:
-        return Estimate(estimate, None, None, None, size, sum(reviewed), "too_few_reviews: no stratum has two reviews", lams)
+        return Estimate(
+            estimate, None, None, None, size, sum(reviewed), "too_few_reviews: no stratum has two reviews", lams
+        )
     var_y = _question_variance(arms, coefficients, moments, combined, lams)
     variance = var_y / size + sum(c * c * m.design_variance(lam_p) for c, m, lam_p in zip(coefficients, moments, lams))
     se = float(np.sqrt(variance))

@@ -28,7 +28,8 @@ have both (e.g. abstentions have no faithfulness and are left out):
   items, over the label's full scale; `exact_agreement`: the share of identical labels. Both are computed on
   the sample as drawn, which over-represents rare judge levels — they describe the judge on this sample.
 - `judge_mean`: the judge's mean over the whole group (the score `judging.scoring` names: probability-weighted by
-  default; kappa, exact agreement, the strata and the confusion correction use the written levels); `judge_mean_reviewed`, `human_mean_reviewed`: raw means
+  default; kappa, exact agreement, the strata and the confusion correction use the written levels);
+  `judge_mean_reviewed`, `human_mean_reviewed`: raw means
   on the reviewed items (biased by the stratification, shown for transparency).
 - `human_mean_stratified`: the design-weighted estimate of the group's human mean: each reviewed item weighs
   N_h / n_h (its stratum's population over its reviewed count), over the strata that have reviews;
@@ -91,11 +92,23 @@ log = logging.getLogger(__name__)
 INTEGER = re.compile(r"[+-]?\d+")
 
 AGREEMENT_SCHEMA = {
-    "label": pl.String, "group": pl.String, "n_population": pl.Int64, "n_reviewed": pl.Int64,
-    "judge_mean": pl.Float64, "ppi_mean": pl.Float64, "ppi_low": pl.Float64, "ppi_high": pl.Float64,
-    "ppi_status": pl.String, "ppi_lambda": pl.String, "judge_mean_reviewed": pl.Float64, "human_mean_reviewed": pl.Float64,
-    "human_mean_stratified": pl.Float64, "corrected_mean": pl.Float64, "kappa_quadratic": pl.Float64,
-    "exact_agreement": pl.Float64, "covered_share": pl.Float64,
+    "label": pl.String,
+    "group": pl.String,
+    "n_population": pl.Int64,
+    "n_reviewed": pl.Int64,
+    "judge_mean": pl.Float64,
+    "ppi_mean": pl.Float64,
+    "ppi_low": pl.Float64,
+    "ppi_high": pl.Float64,
+    "ppi_status": pl.String,
+    "ppi_lambda": pl.String,
+    "judge_mean_reviewed": pl.Float64,
+    "human_mean_reviewed": pl.Float64,
+    "human_mean_stratified": pl.Float64,
+    "corrected_mean": pl.Float64,
+    "kappa_quadratic": pl.Float64,
+    "exact_agreement": pl.Float64,
+    "covered_share": pl.Float64,
 }
 
 
@@ -325,10 +338,18 @@ def judged_items(judge: str, questions: str, policies: Sequence[str], judged: Se
     for policy, judgments, answered in zip(policies, judged, answers):
         shown = _evidence(runs[policy], units)
         table = (
-            read_table(judgments, contract).select(pl.col("item_id").alias("qid"), *labels,
-                                                   *(column for column in scored_columns(judge) if column not in labels))
-            .join(read_table(answered, GENERATIONS).select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")),
-                  on="qid")
+            read_table(judgments, contract)
+            .select(
+                pl.col("item_id").alias("qid"),
+                *labels,
+                *(column for column in scored_columns(judge) if column not in labels),
+            )
+            .join(
+                read_table(answered, GENERATIONS).select(
+                    pl.col("request_id").alias("qid"), pl.col("text").alias("answer")
+                ),
+                on="qid",
+            )
             .join(texts, on="qid")
         )
         tables.append(table.with_columns(

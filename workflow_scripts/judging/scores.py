@@ -139,7 +139,9 @@ def _distribution(step: TokenStep, prefix: str, values: Sequence[Any]) -> dict[A
         if not text.startswith(prefix) or not math.isfinite(logprob):
             continue
         rest = text[len(prefix):]
-        matches = [value for written, value in texts.items() if rest and (written.startswith(rest) or rest.startswith(written))]
+        matches = [
+            value for written, value in texts.items() if rest and (written.startswith(rest) or rest.startswith(written))
+        ]
         if len(matches) == 1:
             weights[matches[0]] = weights.get(matches[0], 0.0) + math.exp(logprob)
     total = sum(weights.values())

@@ -131,9 +131,14 @@ def reference_comparisons(items: pl.DataFrame, policies: Sequence[str], bootstra
     pairs = [(policy, policies[0]) for policy in policies[1:] if policy in wide.columns and policies[0] in wide.columns]
     if not pairs or wide.height < 2:
         return pl.DataFrame(schema=COMPARISONS.schema)
-    return compare_policies(wide.with_columns(pl.col(name).cast(pl.Float64) for name in set(policies) & set(wide.columns)),
-                            pairs, B=bootstrap["resamples"], seed=seed, method=bootstrap["method"],
-                            confidence=bootstrap["confidence"])
+    return compare_policies(
+        wide.with_columns(pl.col(name).cast(pl.Float64) for name in set(policies) & set(wide.columns)),
+        pairs,
+        B=bootstrap["resamples"],
+        seed=seed,
+        method=bootstrap["method"],
+        confidence=bootstrap["confidence"],
+    )
 
 
 def _per_stratum_for(items: pl.DataFrame, n: int) -> int:
@@ -203,7 +208,9 @@ def replay_table(items: pl.DataFrame, sizes: Sequence[int], replays: int, seed: 
             for name, lam in (("tuned", None), ("plain", 1.0), ("classical", 0.0)):
                 estimate = ppi.ppi_mean(f, observed, strata, min_reviewed=min_reviewed, confidence=confidence, lam=lam)
                 if estimate.status != ppi.OK:
-                    raise InputError(f"judge validation: n = {n} gives no PPI interval ({estimate.status}); use a larger n")
+                    raise InputError(
+                        f"judge validation: n = {n} gives no PPI interval ({estimate.status}); use a larger n"
+                    )
                 records[name].append((estimate.low <= target <= estimate.high, estimate.high - estimate.low))
                 if name == "tuned":
                     lams.append(estimate.lam[0])
@@ -263,7 +270,9 @@ def validation_items(judged: Sequence[tuple[str, pl.DataFrame]], answers: Sequen
         ))
     items = pl.concat(tables).sort("item_id")
     if items.height < 2:
-        raise InputError(f"judge validation: {items.height} judged answers; it needs judged answers under generation.policies")
+        raise InputError(
+            f"judge validation: {items.height} judged answers; it needs judged answers under generation.policies"
+        )
     return items.select("item_id", "policy", "qid", "group_id", "argmax", "expected", "level", "reference",
                         pl.col("expected" if scoring == "expected" else "argmax").alias("judge"))
 
@@ -350,17 +359,41 @@ def findings(agreement: pl.DataFrame, replay: pl.DataFrame, reference: str, scor
 def report_text(dataset: str, agreement: pl.DataFrame, replay: pl.DataFrame, reference: str, scoring: str) -> str:
     """The validation's Markdown: findings first, then both tables (each with its n)."""
     def table(frame: pl.DataFrame) -> list[str]:
-        show = lambda value: "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)  # noqa: E731
+        show = lambda value: (
+            "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+        )  # noqa: E731
         return ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns),
                 *("| " + " | ".join(show(value) for value in values) + " |" for values in frame.iter_rows())]
 
     lines = [f"## Judge validation: {dataset}", "", "Findings (generated from the tables below):", ""]
     lines += [f"- {sentence}" for sentence in findings(agreement, replay, reference, scoring)]
-    lines += ["", f"Agreement of the Study A correctness judge with the `{reference}` label (bootstrap CI over questions):",
-              "", *table(agreement), "", "Review-loop replays: coverage of the reference mean and mean interval width per n:",
-              "", *table(replay.select("n", "n_reviewed_mean", "N", "replays", "tuned_coverage", "plain_coverage",
-                                       "classical_coverage", "naive_coverage", "tuned_width", "plain_width",
-                                       "classical_width", "naive_width", "tuned_lambda_mean")), ""]
+    lines += [
+        "",
+        f"Agreement of the Study A correctness judge with the `{reference}` label (bootstrap CI over questions):",
+        "",
+        *table(agreement),
+        "",
+        "Review-loop replays: coverage of the reference mean and mean interval width per n:",
+        "",
+        *table(
+            replay.select(
+                "n",
+                "n_reviewed_mean",
+                "N",
+                "replays",
+                "tuned_coverage",
+                "plain_coverage",
+                "classical_coverage",
+                "naive_coverage",
+                "tuned_width",
+                "plain_width",
+                "classical_width",
+                "naive_width",
+                "tuned_lambda_mean",
+            )
+        ),
+        "",
+    ]
     if replay["difference"].drop_nulls().len():
         lines += [f"Review-loop replays for the difference {replay['difference'][0]} (target: the reference label's "
                   f"difference, {replay['difference_target'][0]:+.3f}): coverage and mean width per n:", "",

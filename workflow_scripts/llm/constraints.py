@@ -58,7 +58,9 @@ class Constraint:
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as error:
-            raise InputError(f"template {template}: its reply schema is not a valid JSON Schema: {error.message}") from None
+            raise InputError(
+                f"template {template}: its reply schema is not a valid JSON Schema: {error.message}"
+            ) from None
         return cls(template, json.dumps(schema, separators=(",", ":")), grammar)
 
     @cached_property

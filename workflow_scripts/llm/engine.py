@@ -40,7 +40,8 @@ generated: it is the cost of that call, whoever paid it.
 
 Cache (LLM_CACHE, Parquet shards via `cache.py`): key = sha256(model fingerprint, backend, sampling
 parameters, rendered prompt). The rendered prompt is the chat-template text (transformers, vllm) or the JSON of
-the messages (openai without a `tokenizer`), after evidence truncation, so a changed template or policy invalidates exactly the
+the messages (openai without a `tokenizer`), after evidence truncation, so a changed template or policy invalidates
+exactly the
 requests whose prompt changed. At temperature 0 top_p and seed are left out of the key (they do not change a
 greedy output). The device is not in the key. Identical requests in one call are generated once. Missing
 requests are generated in shards of `shard_size` (sorted by prompt length, so batches pad little), each
@@ -246,7 +247,9 @@ def generate(
     """Generate every request once (cache first, then shards of new ones); GENERATIONS rows in request order."""
     ids = [request.request_id for request in requests]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"request ids must be unique; repeated: {sorted(k for k, n in Counter(ids).items() if n > 1)[:5]}")
+        raise ValueError(
+            f"request ids must be unique; repeated: {sorted(k for k, n in Counter(ids).items() if n > 1)[:5]}"
+        )
     config, backend = engine.config, engine.backend
     settings = sampling_from(sampling or {}, config.sampling)
     fitted = []
@@ -281,7 +284,9 @@ def generate(
                                                            max_new_tokens=budget))
         shard = sorted(shard, key=lambda key: todo[key].constraint is not None)  # the order outcomes came in
         rows = {key: _row(outcome, engine, key) for key, outcome in zip(shard, outcomes)}
-        append_cache(Path(cache_dir), frame([row for row in rows.values() if row["error"] is None], LLM_CACHE), LLM_CACHE)
+        append_cache(
+            Path(cache_dir), frame([row for row in rows.values() if row["error"] is None], LLM_CACHE), LLM_CACHE
+        )
         found.update(rows)
         log.info("generated shard %d/%d (%d requests)", start // config.shard_size + 1,
                  math.ceil(len(order) / config.shard_size), len(shard))
@@ -314,11 +319,20 @@ def _results(
         error = result.get("error")
         source = "duplicate" if key in seen else "cache" if key in from_cache else "generated"
         seen.add(key)
-        rows.append({
-            **result, "request_id": request.request_id, "status": "error" if error else "ok", "error": error,
-            "source": source, "constrained": item.prompt.constraint is not None, "evidence_in": len(request.evidence), "evidence_kept": item.kept,
-            "evidence_truncated": item.truncated, "token_basis": token_basis,
-        })
+        rows.append(
+            {
+                **result,
+                "request_id": request.request_id,
+                "status": "error" if error else "ok",
+                "error": error,
+                "source": source,
+                "constrained": item.prompt.constraint is not None,
+                "evidence_in": len(request.evidence),
+                "evidence_kept": item.kept,
+                "evidence_truncated": item.truncated,
+                "token_basis": token_basis,
+            }
+        )
     return frame(rows, GENERATIONS)
 
 

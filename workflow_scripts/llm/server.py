@@ -4,7 +4,8 @@ In:  an LLM block of the `vllm` backend (model, device, top_logprobs, sampling, 
      run reads) and the model cache (a GGUF model is converted there once, as for the offline backends).
 Out: `serve(spec, model_cache, where)`, a context manager that starts the server on a free port of 127.0.0.1, waits
      until it answers, and yields the `openai`-backend block that talks to it: the same model, served under the
-     name `SERVED_NAME` (a run's servers: "ragfrontier-<key>"), with the model reference as `tokenizer`, so prompts are rendered, counted and cut as offline
+     name `SERVED_NAME` (a run's servers: "ragfrontier-<key>"), with the model reference as `tokenizer`, so prompts are
+     rendered, counted and cut as offline
      (llm/backends/openai.py, "completions"). On leaving, the server and its engine processes are stopped.
 
 The server is vLLM's own (`vllm.entrypoints.openai.api_server`), started through `vllm_worker.py --serve` in the

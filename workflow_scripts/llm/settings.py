@@ -109,8 +109,10 @@ def engine_config(spec: Mapping[str, Any], where: str = "models.generator") -> E
     if config.backend == "openai" and not config.base_url:
         problems.append(f"{where}.base_url is required for the openai backend (e.g. http://localhost:8000/v1)")
     if config.serve and config.backend != "vllm":
-        problems.append(f"{where}.serve applies to the vllm backend (one vLLM server for the run's jobs); the "
-                        f"{config.backend} backend {'is a server already' if config.backend == 'openai' else 'has none'}")
+        problems.append(
+            f"{where}.serve applies to the vllm backend (one vLLM server for the run's jobs); the "
+            f"{config.backend} backend {'is a server already' if config.backend == 'openai' else 'has none'}"
+        )
     if (config.batch or "batch_poll_s" in spec) and config.backend != "openai":
         problems.append(f"{where}.batch applies to the openai backend (a server's Batch API); the {config.backend} "
                         f"backend batches its requests itself")

@@ -13,7 +13,8 @@ Defaults follow the studies: `answer_rag` is Study C's grounding instruction (an
 papers, no outside knowledge, say when the evidence is insufficient); `rephrase`, `subqueries`,
 `rerank_listwise`, `tool_call`/`tool_answer` and `synthetic_queries` are Study C's LLM steps; `generated_question`
 writes a question and its answer from one unit of a paper (Study A on a corpus without questions, ingest/questions.py,
-with one made-up worked example as a previous turn); `judge_quality` and `judge_grounded` are the two judges (parsed in `judging/judges.py`); `reask` is the follow-up turn sent after an
+with one made-up worked example as a previous turn); `judge_quality` and `judge_grounded` are the two judges (parsed in
+`judging/judges.py`); `reask` is the follow-up turn sent after an
 unusable judge reply.
 
 Reply constraints are declared next to the templates (below DEFAULTS): the two judges, synthetic queries, sub-queries
@@ -66,7 +67,9 @@ class Template:
                 example = json.loads(content.format())
             except ValueError:
                 continue
-            values = list(example.values()) if isinstance(example, dict) else example if isinstance(example, list) else []
+            values = (
+                list(example.values()) if isinstance(example, dict) else example if isinstance(example, list) else []
+            )
             texts |= {normalized(value) for value in values if isinstance(value, str)}
         return frozenset(texts)
 
@@ -150,9 +153,10 @@ SYNTHETIC_USER = (
     'only a JSON object: {{"problem": "...", "method": "..."}}'
 )
 QUESTION_USER = (
-    "Paper: {title}\nSection: {section}\nText ({kind}): {text}\n\nWrite one question that this {kind} answers and its short "
+    "Paper: {title}\nSection: {section}\nText ({kind}): {text}\n\nWrite one question that this {kind} answers and "
+    "its short "
     "answer, taken from the {kind}. The question must make sense to a reader of the paper who has not seen the "
-    "{kind}: name the method, dataset, result or quantity it asks about, never \"this paragraph\". Reply with only "
+    '{kind}: name the method, dataset, result or quantity it asks about, never "this paragraph". Reply with only '
     'a JSON object: {{"question": "...", "answer": "..."}}'
 )
 QUESTION_EXAMPLE_FIELDS = {  # the worked example shown before every request (made up for this prompt)
@@ -177,7 +181,9 @@ QUESTION_ANSWER_CHARS = 120  # a short answer: a name, a number, a phrase
 SUBQUERY_CHARS = 200
 TOOL_QUERY_CHARS = 200
 TOOL_ANSWER_CHARS = 600
-JUDGE_QUALITY_ANSWERED_BRANCH = record(is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS})
+JUDGE_QUALITY_ANSWERED_BRANCH = record(
+    is_answer={"const": True}, **{metric: integer(1, 5) for metric in STUDY_C_METRICS}
+)
 JUDGE_QUALITY_REPLY = Constraint.of("judge_quality", {"anyOf": [
     JUDGE_QUALITY_ANSWERED_BRANCH,
     record(is_answer={"const": False}, **{metric: {"const": 0} for metric in STUDY_C_METRICS}),
@@ -202,7 +208,9 @@ TOOL_CALL_REPLY = Constraint.of("tool_call", {"anyOf": [
 @cache
 def subqueries_reply(n: int) -> Constraint:
     """Exactly n sub-queries (distinctness is checked by the fusion step)."""
-    return Constraint.of("subqueries", {"type": "array", "items": bounded_text(SUBQUERY_CHARS), "minItems": n, "maxItems": n})
+    return Constraint.of(
+        "subqueries", {"type": "array", "items": bounded_text(SUBQUERY_CHARS), "minItems": n, "maxItems": n}
+    )
 
 
 @cache
@@ -217,45 +225,95 @@ def _count(fields: Mapping[str, str]) -> int:
 DEFAULTS: dict[str, Template] = {
     template.name: template
     for template in (
-        Template("answer_rag", (
-            ("system", ANSWER_SYSTEM), ("user", "Retrieved papers:\n\n{evidence}\n\nQuestion: {question}"),
-        )),
-        Template("answer_closed_book", (
-            ("system", "You are a research assistant. Answer the question concisely from your own knowledge."),
-            ("user", "Question: {question}"),
-        )),
-        Template("rephrase", (
-            ("system", "You rewrite questions into academic search queries."), ("user", REPHRASE_USER),
-        )),
-        Template("subqueries", (
-            ("system", "You write search queries for a corpus of research papers."), ("user", SUBQUERIES_USER),
-        ), constraint=lambda fields: subqueries_reply(_count(fields))),
-        Template("rerank_listwise", (
-            ("system", "You rank research papers by relevance to a question."), ("user", RERANK_USER),
-        ), constraint=lambda fields: ranking_reply(_count(fields))),
-        Template("tool_call", (("system", TOOL_SYSTEM), ("user", "Question: {question}")),
-                 constraint=lambda fields: TOOL_CALL_REPLY),
-        Template("tool_answer", (
-            ("system", TOOL_SYSTEM), ("user", "Question: {question}"), ("assistant", "{call}"),
-            ("user", TOOL_RESULTS_USER),
-        )),
-        Template("synthetic_queries", (
-            ("system", "You write search queries that would retrieve a given scientific paper."),
-            ("user", SYNTHETIC_USER),
-        ), constraint=lambda fields: SYNTHETIC_REPLY),
-        Template("generated_question", (
-            ("system", "You write reading-comprehension questions about scientific papers. Reply with one JSON object only."),
-            ("user", literal(QUESTION_USER.format(**QUESTION_EXAMPLE_FIELDS))),
-            ("assistant", literal(json.dumps(QUESTION_EXAMPLE))),
-            ("user", QUESTION_USER),
-        ), constraint=lambda fields: QUESTION_REPLY),
-        Template("judge_quality", (
-            ("system", "You are an impartial judge of answers to research questions."), ("user", JUDGE_QUALITY_USER),
-        ), constraint=lambda fields: JUDGE_QUALITY_REPLY),
-        Template("judge_grounded", (
-            ("system", "You are a strict grader of answers to questions about a research paper."),
-            ("user", JUDGE_GROUNDED_USER),
-        ), constraint=lambda fields: JUDGE_GROUNDED_REPLY),
+        Template(
+            "answer_rag",
+            (
+                ("system", ANSWER_SYSTEM),
+                ("user", "Retrieved papers:\n\n{evidence}\n\nQuestion: {question}"),
+            ),
+        ),
+        Template(
+            "answer_closed_book",
+            (
+                ("system", "You are a research assistant. Answer the question concisely from your own knowledge."),
+                ("user", "Question: {question}"),
+            ),
+        ),
+        Template(
+            "rephrase",
+            (
+                ("system", "You rewrite questions into academic search queries."),
+                ("user", REPHRASE_USER),
+            ),
+        ),
+        Template(
+            "subqueries",
+            (
+                ("system", "You write search queries for a corpus of research papers."),
+                ("user", SUBQUERIES_USER),
+            ),
+            constraint=lambda fields: subqueries_reply(_count(fields)),
+        ),
+        Template(
+            "rerank_listwise",
+            (
+                ("system", "You rank research papers by relevance to a question."),
+                ("user", RERANK_USER),
+            ),
+            constraint=lambda fields: ranking_reply(_count(fields)),
+        ),
+        Template(
+            "tool_call",
+            (("system", TOOL_SYSTEM), ("user", "Question: {question}")),
+            constraint=lambda fields: TOOL_CALL_REPLY,
+        ),
+        Template(
+            "tool_answer",
+            (
+                ("system", TOOL_SYSTEM),
+                ("user", "Question: {question}"),
+                ("assistant", "{call}"),
+                ("user", TOOL_RESULTS_USER),
+            ),
+        ),
+        Template(
+            "synthetic_queries",
+            (
+                ("system", "You write search queries that would retrieve a given scientific paper."),
+                ("user", SYNTHETIC_USER),
+            ),
+            constraint=lambda fields: SYNTHETIC_REPLY,
+        ),
+        Template(
+            "generated_question",
+            (
+                (
+                    "system",
+                    "You write reading-comprehension questions about scientific papers. Reply with one JSON object "
+                    "only.",
+                ),
+                ("user", literal(QUESTION_USER.format(**QUESTION_EXAMPLE_FIELDS))),
+                ("assistant", literal(json.dumps(QUESTION_EXAMPLE))),
+                ("user", QUESTION_USER),
+            ),
+            constraint=lambda fields: QUESTION_REPLY,
+        ),
+        Template(
+            "judge_quality",
+            (
+                ("system", "You are an impartial judge of answers to research questions."),
+                ("user", JUDGE_QUALITY_USER),
+            ),
+            constraint=lambda fields: JUDGE_QUALITY_REPLY,
+        ),
+        Template(
+            "judge_grounded",
+            (
+                ("system", "You are a strict grader of answers to questions about a research paper."),
+                ("user", JUDGE_GROUNDED_USER),
+            ),
+            constraint=lambda fields: JUDGE_GROUNDED_REPLY,
+        ),
         Template("reask", (("user", REASK_USER),)),
     )
 }

@@ -53,7 +53,12 @@ def frontier_figure(frontiers: pl.DataFrame, path: str) -> None:
                 axis.scatter(table["budget"], table["accuracy"], facecolors="none", edgecolors=color, s=22)
                 for budget, usage, accuracy in table.select("budget", "usage", "accuracy").iter_rows():
                     axis.plot([budget, usage], [accuracy, accuracy], color=color, linewidth=0.6, alpha=0.6)
-        axis.set(title=router, xlabel="usage (filled: realized, hollow: target)", ylabel="held-out accuracy", xlim=(-0.02, 1.02))
+        axis.set(
+            title=router,
+            xlabel="usage (filled: realized, hollow: target)",
+            ylabel="held-out accuracy",
+            xlim=(-0.02, 1.02),
+        )
         axis.legend(fontsize=7)
     save(figure, path)
 
@@ -63,18 +68,29 @@ def calibration_figure(frontiers: pl.DataFrame, audit: pl.DataFrame, path: str) 
     figure, (left, right) = grid(2)
     left.plot([0, 1], [0, 1], color="lightgray", linewidth=1)
     markers = dict(zip(frontiers["router"].unique(maintain_order=True).to_list(), "os^vDP*X"))
-    for (router, frontier), table in frontiers.filter(pl.col("frontier") != EXACT_FRONTIER).group_by(["router", "frontier"], maintain_order=True):
+    for (router, frontier), table in frontiers.filter(pl.col("frontier") != EXACT_FRONTIER).group_by(
+        ["router", "frontier"], maintain_order=True
+    ):
         color, style = FRONTIER_STYLE[frontier]
         table = table.sort("budget")
         left.plot(table["budget"], table["usage"], style, marker=markers.get(router, "o"), markersize=4, color=color,
                   label=f"{router} {frontier}")
-    left.set(xlabel="target usage ρ", ylabel="realized held-out usage", title="target vs realized", xlim=(0, 1), ylim=(0, 1))
+    left.set(
+        xlabel="target usage ρ", ylabel="realized held-out usage", title="target vs realized", xlim=(0, 1), ylim=(0, 1)
+    )
     left.legend(fontsize=6)
     for rule, table in audit.group_by("rule", maintain_order=True):
         color, style = FRONTIER_STYLE[rule[0]]
         table = table.sort("budget")
-        right.plot(table["budget"], table["violation_share"], style, marker="s", markersize=3, color=color, label=rule[0])
-    right.set(xlabel="target usage ρ", ylabel="share of router × split with usage > ρ", title="calibration audit", ylim=(-0.02, 1.02))
+        right.plot(
+            table["budget"], table["violation_share"], style, marker="s", markersize=3, color=color, label=rule[0]
+        )
+    right.set(
+        xlabel="target usage ρ",
+        ylabel="share of router × split with usage > ρ",
+        title="calibration audit",
+        ylim=(-0.02, 1.02),
+    )
     right.legend(fontsize=7)
     save(figure, path)
 
@@ -108,10 +124,15 @@ def utility_figure(routed: pl.DataFrame, path: str) -> None:
     figure, (axis,) = grid(1, width=5.5)
     width = 0.8 / max(len(splits), 1)
     for index, split in enumerate(splits):
-        shares = [labels.filter((pl.col("split") == split) & (pl.col("delta") == value)).height / labels.filter(pl.col("split") == split).height
-                  for value in values]
+        shares = [
+            labels.filter((pl.col("split") == split) & (pl.col("delta") == value)).height
+            / labels.filter(pl.col("split") == split).height
+            for value in values
+        ]
         axis.bar([i + index * width for i in range(len(values))], shares, width=width, label=split)
-    axis.set_xticks([i + width * (len(splits) - 1) / 2 for i in range(len(values))], [f"{value:+.2g}" for value in values])
+    axis.set_xticks(
+        [i + width * (len(splits) - 1) / 2 for i in range(len(values))], [f"{value:+.2g}" for value in values]
+    )
     axis.set(xlabel="Δ = metric(on) − metric(off)", ylabel="share of questions", title="utility distribution")
     axis.legend(fontsize=7)
     save(figure, path)
@@ -124,7 +145,10 @@ def cost_breakdown_figure(costs: pl.DataFrame, path: str) -> None:
     for axis, column, unit in zip(axes, ("seconds", "token_equivalents"), ("seconds", "token-equivalents")):
         bottom = [0.0] * len(routers)
         for component, color in zip(COMPONENTS, COMPONENT_COLORS):
-            values = [costs.filter((pl.col("router") == r) & (pl.col("component") == component))[column].sum() for r in routers]
+            values = [
+                costs.filter((pl.col("router") == r) & (pl.col("component") == component))[column].sum()
+                for r in routers
+            ]
             axis.bar(routers, values, bottom=bottom, color=color, label=component)
             bottom = [b + v for b, v in zip(bottom, values)]
         usage = [costs.filter(pl.col("router") == r)["usage"][0] for r in routers]
@@ -149,8 +173,13 @@ def cost_frontier_figure(points: pl.DataFrame, path: str) -> None:
                           label=router if frontier == DEPLOYABLE else None)
         name = column.replace("_", "-")
         axis.set(xlabel=f"mean {name} per held-out query", ylabel="held-out accuracy", title=f"accuracy vs {name}")
-    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="solid: deployable\ndotted: conservative",
-                    title_fontsize=6)
+    axes[-1].legend(
+        fontsize=6,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        title="solid: deployable\ndotted: conservative",
+        title_fontsize=6,
+    )
     save(figure, path)
 
 

@@ -8,7 +8,8 @@ In:  per dataset its tables by contract name and routing pair ({table name: {pai
 Out: `dataset_findings` → every Finding of a dataset (its page lists them all); `landing` → at most about a dozen
      lines across the datasets for the landing page, most informative first: failures (a judge that failed its
      validation, findings marked partial), effects (a CI that excludes 0 with a p that agrees, a router that beats
-     the best fixed policy, an arm against a published reference), where the two tests disagree, then one line each for the routers against the fixed
+     the best fixed policy, an arm against a published reference), where the two tests disagree, then one line each for
+     the routers against the fixed
      policies, what switching rescues and harms per dataset, realized vs target usage, and the folded ones: the
      comparisons with no detectable difference and the pairs whose held-out labels do not vary.
 
@@ -102,9 +103,10 @@ def verdict_of(row: Mapping[str, Any]) -> str:
 
 
 def interval(row: Mapping[str, Any], estimate: str = "estimate") -> str:
-    """"Δ +0.012 (95% CI −0.03 to +0.05, p = 0.6)", then what the two tests say together: "the CI includes 0" when
-    both find nothing, a plain "the two tests disagree" when the interval and the permutation p fall on different
-    sides of the level (docs/statistics.md), and the smallest p the groups allow when it is above the level."""
+    """The row as "Δ +0.012 (95% CI −0.03 to +0.05, p = 0.6)", then what the two tests say together: "the CI
+    includes 0" when both find nothing, a plain "the two tests disagree" when the interval and the permutation p
+    fall on different sides of the level (docs/statistics.md), and the smallest p the groups allow when it is above
+    the level."""
     low, high, p = row.get("low"), row.get("high"), row.get("p_permutation")
     confidence = row.get("confidence") or 0.95
     alpha = 1 - confidence
@@ -194,7 +196,9 @@ def usage(pair: str, frontiers: pl.DataFrame) -> Finding | None:
     budgets = sorted(frontiers["budget"].unique().to_list())
     parts, data = [], {}
     for rule in FRONTIER_RULES:
-        table = frontiers.filter(pl.col("frontier") == rule).with_columns((pl.col("usage") - pl.col("budget")).alias("excess"))
+        table = frontiers.filter(pl.col("frontier") == rule).with_columns(
+            (pl.col("usage") - pl.col("budget")).alias("excess")
+        )
         if not table.height:
             continue
         worst = table.sort("excess", descending=True, maintain_order=True).row(0, named=True)
@@ -225,15 +229,17 @@ MEASURE_NAMES = {"auroc": "AUROC", "spearman": "Spearman ρ", "kappa": "Cohen's 
 
 
 def verdict_text(verdict: Mapping[str, Any]) -> str:
-    """"AUROC 0.433 (CI 0.391 to 0.474) against the `contains` label; validated when the CI's lower end is above 0.5"."""
+    """The verdict in words, e.g. "AUROC 0.433 (CI 0.391 to 0.474) against the `contains` label; validated when the
+    CI's lower end is above 0.5"."""
     return (f"{MEASURE_NAMES.get(verdict['measure'], verdict['measure'])} {number(verdict['estimate'])} (CI "
             f"{number(verdict['low'])} to {number(verdict['high'])}) against the `{verdict['reference']}` label; "
             f"validated when the CI's lower end is above {verdict['above']:g}")
 
 
 def failures(summary: pl.DataFrame, row: Mapping[str, Any], partial_share: float) -> str:
-    """"; partial: 7 requests of 34 answers failed (…; most common: 5× HTTP 400 …) and are not in n" when the two
-    policies' failed requests exceed `partial_share` of their answers (generation.partial_error_share)."""
+    """A finding's tail "; partial: 7 requests of 34 answers failed (…; most common: 5× HTTP 400 …) and are not in
+    n" when the two policies' failed requests exceed `partial_share` of their answers
+    (generation.partial_error_share)."""
     if "answer_errors" not in summary.columns:
         return ""
     sides = summary.filter(pl.col("policy").is_in([row["a"], row["b"]]))
@@ -257,7 +263,11 @@ def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: p
     (`verdict`, judging.validate.gate): a validated judge's differences are findings; a failed judge's are not, and
     the reference label's paired difference (`reference`) stands in their place; with no validation one line says
     the judge is not validated on this data. Flagged when the judge gave constant scores."""
-    distinct = dict(zip(summary["policy"], summary["distinct_correctness"])) if "distinct_correctness" in summary.columns else {}
+    distinct = (
+        dict(zip(summary["policy"], summary["distinct_correctness"]))
+        if "distinct_correctness" in summary.columns
+        else {}
+    )
     gate = verdict.row(0, named=True) if verdict is not None and verdict.height else None
     if gate is not None and not gate["validated"]:
         found = [Finding(f"The judge failed validation here: {verdict_text(gate)}. Its judged differences are not "
@@ -398,7 +408,9 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         if len(pairs) == 1:
             lines.append(f"{where(dataset)}{pairs[0].text}")
         elif pairs:
-            counts = "; ".join(f"`{finding.pair}` {finding.data['gains']} / {finding.data['harms']}" for finding in pairs)
+            counts = "; ".join(
+                f"`{finding.pair}` {finding.data['gains']} / {finding.data['harms']}" for finding in pairs
+            )
             lines.append(f"{where(dataset)}always switching rescues / harms, held-out, of {pairs[0].data['n']} "
                          f"questions: {counts}.")
     usages = of(USAGE)
@@ -409,8 +421,10 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         for rule in FRONTIER_RULES:
             counts = [finding.data[rule] for _, finding in usages if rule in finding.data]
             if counts:
-                parts.append(f"{rule} thresholds exceed ρ at {sum(c[0] for c in counts)} of {sum(c[1] for c in counts)}"
-                             f" router × budget points (largest usage − ρ {signed(max(c[2] for c in counts), 2)})")
+                parts.append(
+                    f"{rule} thresholds exceed ρ at {sum(c[0] for c in counts)} of {sum(c[1] for c in counts)}"
+                    f" router × budget points (largest usage − ρ {signed(max(c[2] for c in counts), 2)})"
+                )
         lines.append(f"Realized held-out usage vs target ρ over {len(usages)} pairs: " + "; ".join(parts) + ".")
     notes: dict[str, list[str]] = {}
     for dataset, finding in of(NOTE):
@@ -419,7 +433,9 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
     flat = of(FLAT)
     if flat:
         named = ", ".join(f"{where(dataset)}`{finding.pair}`" for dataset, finding in flat)
-        lines.append(f"No held-out label varies (nothing to route) in {len(flat)} pair{'s' * (len(flat) > 1)}: {named}.")
+        lines.append(
+            f"No held-out label varies (nothing to route) in {len(flat)} pair{'s' * (len(flat) > 1)}: {named}."
+        )
     nulls = of(NULL)
     if nulls:
         many = len(nulls) > 1

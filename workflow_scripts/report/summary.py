@@ -100,10 +100,14 @@ def dataset_page(name: str, dataset: str) -> str:
     return f"summary_{name}/{dataset}.md"
 
 
-NO_FINDINGS = "No routing pair, judged comparison, Study C table or configured reference (evaluation.references) to read."
-ABOUT_FINDINGS = ("Generated from the tables (CIs from a bootstrap over groups — papers or question contexts; p from a "
-                  "paired permutation test, read together with the CI; judged differences only where the judge passed "
-                  "its validation).")
+NO_FINDINGS = (
+    "No routing pair, judged comparison, Study C table or configured reference (evaluation.references) to read."
+)
+ABOUT_FINDINGS = (
+    "Generated from the tables (CIs from a bootstrap over groups — papers or question contexts; p from a "
+    "paired permutation test, read together with the CI; judged differences only where the judge passed "
+    "its validation)."
+)
 
 
 def findings_of(entries: Sequence[Shown], settings: Mapping[str, Any]) -> list[Finding]:

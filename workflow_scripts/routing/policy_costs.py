@@ -41,7 +41,9 @@ def router_families(frozen: Iterable[bytes]) -> dict[str, frozenset[str]]:
     return families
 
 
-def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: Mapping[str, frozenset[str]]) -> pl.DataFrame:
+def policy_costs(
+    plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: Mapping[str, frozenset[str]]
+) -> pl.DataFrame:
     """POLICY_COSTS rows: each router's frozen policy on held-out, cost by component (mean per query)."""
     rows = []
     for router, fams in families.items():
@@ -55,10 +57,20 @@ def policy_costs(plan: PairPlan, costs: Costs, heldout: pl.DataFrame, families: 
             "trigger_generation": (costs.total(plan.trigger_generation()), fired),
         }
         for component, (cost, weight) in parts.items():
-            rows.append({"router": router, "families": "+".join(sorted(fams)), "component": component,
-                         "usage": float(fired.mean()), "accuracy": float(adaptive),
-                         **{measure: mean_cost(cost[measure], weight) for measure in COST_MEASURES}, "currency": costs.currency})
-    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String})
+            rows.append(
+                {
+                    "router": router,
+                    "families": "+".join(sorted(fams)),
+                    "component": component,
+                    "usage": float(fired.mean()),
+                    "accuracy": float(adaptive),
+                    **{measure: mean_cost(cost[measure], weight) for measure in COST_MEASURES},
+                    "currency": costs.currency,
+                }
+            )
+    return pl.DataFrame(
+        rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String}
+    )
 
 
 def mean_cost(values: pl.Series, weight: Any = None) -> float | None:
@@ -93,13 +105,17 @@ def cost_frontiers(plan: PairPlan, costs: Costs, routed: pl.DataFrame, frontiers
             table = frontier_table(calibration, held, budgets["grid"], budgets["delta"])
             measured[column] = table.select("frontier", "budget", pl.col("usage").alias("recomputed"),
                                             pl.col("accuracy").alias(column))
-        points = frontiers.filter(pl.col("router") == router).select("router", "frontier", "budget", "usage", "accuracy")
+        points = frontiers.filter(pl.col("router") == router).select(
+            "router", "frontier", "budget", "usage", "accuracy"
+        )
         joined = points.join(measured["seconds"], on=["frontier", "budget"])
         for column in COST_MEASURES[1:]:
             joined = joined.join(measured[column].drop("recomputed"), on=["frontier", "budget"])
         if joined.height != points.height or (joined["usage"] - joined["recomputed"]).abs().max() > 1e-9:
-            raise InputError(f"route costs: router '{router}': frontiers.parquet does not match the triggers recomputed "
-                             f"from routed.parquet with budgets {list(budgets['grid'])}; rerun route_frontiers")
+            raise InputError(
+                f"route costs: router '{router}': frontiers.parquet does not match the triggers recomputed "
+                f"from routed.parquet with budgets {list(budgets['grid'])}; rerun route_frontiers"
+            )
         tables.append(joined.drop("recomputed").with_columns(pl.lit(costs.currency, dtype=pl.String).alias("currency")))
     return pl.concat(tables)
 
@@ -114,4 +130,6 @@ def reuse_costs(plan: PairPlan, costs: Costs) -> pl.DataFrame:
             rows.append({"mode": mode, "stage": stage, "component": component,
                          **{measure: mean_cost(cost[measure]) for measure in COST_MEASURES}, "currency": costs.currency,
                          "rerank_pairs": cost["rerank_pairs"].fill_null(0).mean()})
-    return pl.DataFrame(rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String})
+    return pl.DataFrame(
+        rows, schema_overrides={**{measure: pl.Float64 for measure in COST_MEASURES}, "currency": pl.String}
+    )

@@ -506,6 +506,10 @@ def scales(table: pl.DataFrame, cost: float) -> dict[str, pl.DataFrame]:
     metric and on the utility the router was frozen for (metric − c × triggered: always switching pays c on every
     question, never switching nothing), so that a router is compared with the fixed policies on what it optimises."""
     metric = table.select("group_id", ADAPTIVE, pl.col("metric_on").alias(ALWAYS_ON), pl.col("metric_off").alias(OFF))
-    utility = table.select("group_id", (pl.col(ADAPTIVE) - cost * pl.col("triggered").cast(pl.Float64)).alias(ADAPTIVE),
-                           (pl.col("metric_on") - cost).alias(ALWAYS_ON), pl.col("metric_off").cast(pl.Float64).alias(OFF))
+    utility = table.select(
+        "group_id",
+        (pl.col(ADAPTIVE) - cost * pl.col("triggered").cast(pl.Float64)).alias(ADAPTIVE),
+        (pl.col("metric_on") - cost).alias(ALWAYS_ON),
+        pl.col("metric_off").cast(pl.Float64).alias(OFF),
+    )
     return {"metric": metric, "utility": utility}

@@ -193,11 +193,15 @@ def gold(table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
 def gap(quality_table: pl.DataFrame, strategies: Sequence[str]) -> pl.DataFrame:
     rows = []
     for strategy in strategies:
-        mine = {row["query_type"]: row for row in quality_table.filter(pl.col("strategy") == strategy).iter_rows(named=True)}
+        mine = {
+            row["query_type"]: row for row in quality_table.filter(pl.col("strategy") == strategy).iter_rows(named=True)
+        }
         row = {"strategy": strategy}
         for measure in ("overall_cond", "overall_uncond"):
             problem, method = mine["problem"][measure], mine["method"][measure]
-            row[f"{measure}_problem_minus_method"] = problem - method if problem is not None and method is not None else None
+            row[f"{measure}_problem_minus_method"] = (
+                problem - method if problem is not None and method is not None else None
+            )
         rows.append(row)
     return pl.DataFrame(rows, schema_overrides={"overall_cond_problem_minus_method": pl.Float64,
                                                 "overall_uncond_problem_minus_method": pl.Float64})
@@ -230,13 +234,14 @@ def markdown(title: str, table: pl.DataFrame) -> str:
 
 
 TITLES = {
-    "quality": "Answer rate and judge scores (cond = given is_answer; uncond = refusals as 0; judging.scoring expected: "
-               "probability-weighted, P(is_answer) × E[score | is_answer] unconditionally)",
+    "quality": "Answer rate and judge scores (cond = given is_answer; uncond = refusals as 0; judging.scoring "
+    "expected: "
+    "probability-weighted, P(is_answer) × E[score | is_answer] unconditionally)",
     "retrieval": "Gold-paper retrieval",
     "paired": "Paired difference of the unconditional overall score vs classic (CI: bootstrap over papers; p: "
-              "permutation test over papers)",
+    "permutation test over papers)",
     "paired_retrieval": f"Paired difference of gold-paper Hit@{HIT_CUTOFF} vs classic (judge-free; CI: bootstrap over "
-                        "papers; p: permutation test over papers)",
+    "papers; p: permutation test over papers)",
     "gold": "Overall score on gold-hit vs gold-miss queries",
     "gap": "Problem − method gap of the overall score",
     "cost": "Cost per query (LLM calls, tokens, measured seconds, money at models.generator.prices) and fallbacks",

@@ -234,7 +234,9 @@ def direct(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
 
 def rephrase(ctx: Context, queries: Mapping[str, str], plans: dict[str, Plan]) -> dict[str, str]:
     """qid → the rewritten query (the original one when the rewrite failed; the fallback is recorded)."""
-    rows = ctx.ask([ctx.request(qid, "rephrase", {"question": text}) for qid, text in queries.items()], plans, "rephrase")
+    rows = ctx.ask(
+        [ctx.request(qid, "rephrase", {"question": text}) for qid, text in queries.items()], plans, "rephrase"
+    )
     rewritten = {}
     for qid, text in queries.items():
         line = first_line(rows[qid]["text"]) if rows[qid]["status"] == "ok" else ""
@@ -281,8 +283,11 @@ def rephrased_reranked(ctx: Context, queries: Mapping[str, str]) -> dict[str, Pl
 def fusion(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
     plans = {qid: Plan() for qid in queries}
     wanted = ctx.settings["fusion"]["subqueries"]
-    rows = ctx.ask([ctx.request(qid, "subqueries", {"question": text, "n": str(wanted)}) for qid, text in queries.items()],
-                   plans, "subqueries")
+    rows = ctx.ask(
+        [ctx.request(qid, "subqueries", {"question": text, "n": str(wanted)}) for qid, text in queries.items()],
+        plans,
+        "subqueries",
+    )
     searches: list[tuple[str, str]] = []
     for qid, text in queries.items():
         usable = parse_subqueries(rows[qid]["text"], wanted) if rows[qid]["status"] == "ok" else []
@@ -300,7 +305,9 @@ def fusion(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
 
 def tool_call(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
     plans = {qid: Plan(searched=False) for qid in queries}
-    rows = ctx.ask([ctx.request(qid, "tool_call", {"question": text}) for qid, text in queries.items()], plans, "tool_call")
+    rows = ctx.ask(
+        [ctx.request(qid, "tool_call", {"question": text}) for qid, text in queries.items()], plans, "tool_call"
+    )
     to_search: dict[str, str] = {}
     for qid in queries:
         row = rows[qid]
@@ -312,7 +319,9 @@ def tool_call(ctx: Context, queries: Mapping[str, str]) -> dict[str, Plan]:
             to_search[qid] = value
         else:
             plans[qid].answer = {**row, "text": value}
-            plans[qid].fallback = None if kind != "plain" else "tool_reply_length" if was_cut(row) else "tool_reply_not_json"
+            plans[qid].fallback = (
+                None if kind != "plain" else "tool_reply_length" if was_cut(row) else "tool_reply_not_json"
+            )
     for qid, hits in zip(to_search, ctx.search(list(to_search.items()), ctx.settings["top_k"], plans)):
         plans[qid].docs, plans[qid].searched = hits, True
     ctx.load_texts(docid for qid in to_search for docid, _ in plans[qid].docs)
@@ -371,7 +380,9 @@ class DenseRetriever:
         query_vectors = dense.embed_texts(list(texts), self.embedder, self.cache)
         questions = pl.DataFrame({"qid": [str(at) for at in range(len(texts))], "group_id": [""] * len(texts),
                                   "text": list(texts)})
-        ranking, _ = dense.search(questions, query_vectors, self.unit_ids, self.groups, self.vectors, self.index, k, "global")
+        ranking, _ = dense.search(
+            questions, query_vectors, self.unit_ids, self.groups, self.vectors, self.index, k, "global"
+        )
         per_text = (time.perf_counter() - started) / len(texts)
         hits: dict[str, Hits] = {}
         for qid, docid, score in ranking.sort(["qid", "rank"]).select("qid", "unit_id", "score").iter_rows():

@@ -108,8 +108,11 @@ def synthetic_queries(units: str, skipped_upstream: int, papers_wanted: int, see
     sample = reservoir_sample((paper for batch in table_batches(units, UNITS, columns=["unit_id", "title", "text"])
                                for paper in batch.iter_rows(named=True)), papers_wanted, seed)
     # sharded: the whole sample is drawn, then this job keeps its own papers
-    sample = [paper for paper, mine in zip(sample, owned([paper["unit_id"] for paper in sample], shard, "sampled papers"))
-              if mine]
+    sample = [
+        paper
+        for paper, mine in zip(sample, owned([paper["unit_id"] for paper in sample], shard, "sampled papers"))
+        if mine
+    ]
     failures = Counter({"empty_abstract": sum(1 for paper in sample if not paper["text"].strip())})
     papers = [paper for paper in sample if paper["text"].strip()]
     requests = [llm.Request(paper["unit_id"], template, {"title": paper["title"] or "", "abstract": paper["text"]})

@@ -118,11 +118,15 @@ def read_json_qrels(path: Path) -> list[Qrel]:
     """Rows of a {qid: {doc_id: grade}} JSON file (line 0: the judgments of one JSON object have no lines)."""
     judgments = files.read_json(path)
     if not isinstance(judgments, dict):
-        raise InputError(f"{path}: expected one JSON object {{qid: {{doc_id: grade}}}}, found {type(judgments).__name__}")
+        raise InputError(
+            f"{path}: expected one JSON object {{qid: {{doc_id: grade}}}}, found {type(judgments).__name__}"
+        )
     rows = []
     for qid, grades in judgments.items():
         if not isinstance(grades, dict):
-            raise InputError(f"{path}: qid {qid!r}: expected an object {{doc_id: grade}}, found {type(grades).__name__}")
+            raise InputError(
+                f"{path}: qid {qid!r}: expected an object {{doc_id: grade}}, found {type(grades).__name__}"
+            )
         for doc_id, grade in grades.items():
             if not isinstance(grade, int) or isinstance(grade, bool):
                 raise InputError(f"{path}: qid {qid!r}, doc_id {doc_id!r}: grade {grade!r} is not an integer")

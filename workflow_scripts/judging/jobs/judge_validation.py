@@ -30,7 +30,9 @@ from workflow_scripts.judging import validation
 
 def main(smk: Any) -> None:
     settings, boot = smk.params.validate, smk.params.bootstrap
-    judged = [(policy, read_table(path, JUDGMENTS_GROUNDED)) for policy, path in zip(smk.params.policies, smk.input.grounded)]
+    judged = [
+        (policy, read_table(path, JUDGMENTS_GROUNDED)) for policy, path in zip(smk.params.policies, smk.input.grounded)
+    ]
     answers = [read_table(path, GENERATIONS) for path in smk.input.answers]
     items = validation.validation_items(
         judged, answers, read_table(smk.input.questions, QUESTIONS), read_table(smk.input.splits, SPLITS),

@@ -77,8 +77,15 @@ def steps_rows(steps: Sequence[TokenStep] | None) -> list[dict] | None:
     """`TokenStep`s as rows of the token_steps column (contracts.TOKEN_STEP)."""
     if steps is None:
         return None
-    return [{"token": step.token, "alternatives": [{"text": text, "logprob": logprob} for text, logprob in step.alternatives],
-             "complete": step.complete, "mass": step.mass} for step in steps]
+    return [
+        {
+            "token": step.token,
+            "alternatives": [{"text": text, "logprob": logprob} for text, logprob in step.alternatives],
+            "complete": step.complete,
+            "mass": step.mass,
+        }
+        for step in steps
+    ]
 
 
 def steps_of(rows: Sequence[dict] | None) -> tuple[TokenStep, ...] | None:
@@ -151,4 +158,3 @@ def apportion(wall: float, outcomes: list[Outcome]) -> list[Outcome]:
     if not sum(weights):
         weights = [1] * len(outcomes)
     return [outcome._replace(latency_s=wall * weight / sum(weights)) for outcome, weight in zip(outcomes, weights)]
-

@@ -23,7 +23,8 @@ are `owned_by` "vllm") gets vLLM's own request fields: a constrained request's s
 `structured_outputs` (as the offline vllm backend decodes it), and in completions mode `return_tokens_as_token_ids`,
 so a step's alternatives are token ids, decoded here, and `add_special_tokens: false` (the rendered template
 holds its own BOS). Another server tokenizes the completions prompt with its own defaults: check `prompt_tokens`
-against the local count for a model whose tokenizer adds a BOS. Other servers get `response_format: json_schema`; one that
+against the local count for a model whose tokenizer adds a BOS. Other servers get `response_format: json_schema`; one
+that
 rejects it stops the job with one error naming the key that turns it off.
 
 `concurrency` requests are in flight on one event loop (`openai.AsyncOpenAI`). The client retries connection errors,
@@ -31,7 +32,8 @@ timeouts, 408, 409, 429 and 5xx `max_retries` times with its own exponential bac
 Retry-After; a request that still fails, gets another 4xx or an unreadable body is recorded with its cause and the
 run carries on. The API key is read from the environment variable named by `api_key_env` and only ever given to the
 client. Uncertainty is over the top-k log probabilities the server returns ("top_<k>"; a constrained request asks
-for at least ALTERNATIVES, as the vllm backend does, unless `top_logprobs` is 0), null when it returns none; a log probability of -9999 or less
+for at least ALTERNATIVES, as the vllm backend does, unless `top_logprobs` is 0), null when it returns none; a log
+probability of -9999 or less
 is how vLLM's server writes a token the grammar masked (-inf), so a step listing one listed every allowed token.
 
 With `batch: true` each shard of requests goes through the OpenAI Batch API instead (`openai_batch.py`): the same
@@ -56,7 +58,14 @@ import pydantic
 
 from workflow_scripts.core import models
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.llm.backends import ALTERNATIVES, Outcome, Prompt, TokenStep, constrained_sampling, topk_uncertainty
+from workflow_scripts.llm.backends import (
+    ALTERNATIVES,
+    Outcome,
+    Prompt,
+    TokenStep,
+    constrained_sampling,
+    topk_uncertainty,
+)
 from workflow_scripts.llm.backends import openai_batch
 from workflow_scripts.llm.chat_tokenizer import ChatTokenizer
 from workflow_scripts.llm.settings import EngineConfig, Sampling
@@ -124,7 +133,8 @@ class OpenAIBackend:
         except openai.APIConnectionError as error:
             raise InputError(
                 f"{self.where}.base_url: no OpenAI-compatible server answers at {self.config.base_url} "
-                f"({type(error).__name__}: {error}); start the server (docs/models.md, \"Served models\") or correct the URL"
+                f'({type(error).__name__}: {error}); start the server (docs/models.md, "Served models") or correct '
+                "the URL"
             ) from None
         except openai.APIStatusError as error:
             raise InputError(
@@ -219,12 +229,16 @@ class OpenAIBackend:
                                     self.config.batch_poll_s, lambda index, payload: self._read(batch[index], payload),
                                     self.where)
         except openai.APIConnectionError as error:
-            raise InputError(f"{self.where}.base_url: the batch endpoints at {self.config.base_url} did not answer "
-                             f"({type(error).__name__}); the pending batch, if any, is resumed by the next run") from None
+            raise InputError(
+                f"{self.where}.base_url: the batch endpoints at {self.config.base_url} did not answer "
+                f"({type(error).__name__}); the pending batch, if any, is resumed by the next run"
+            ) from None
         except openai.APIStatusError as error:
-            raise InputError(f"{self.where}.batch: the server at {self.config.base_url} refused a files / batches call "
-                             f"(HTTP {error.status_code}: {_message(error)[:200]}); set {self.where}.batch: false for a "
-                             f"server without the Batch API") from None
+            raise InputError(
+                f"{self.where}.batch: the server at {self.config.base_url} refused a files / batches call "
+                f"(HTTP {error.status_code}: {_message(error)[:200]}); set {self.where}.batch: false for a "
+                f"server without the Batch API"
+            ) from None
         finally:
             client.close()
 
@@ -341,7 +355,9 @@ def parse_completion(payload: Mapping[str, Any], decode=None) -> Outcome:
     return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained)
 
 
-def _outcome(choice: Mapping[str, Any], usage: Mapping[str, Any], text: str, parsed: list, constrained: bool) -> Outcome:
+def _outcome(
+    choice: Mapping[str, Any], usage: Mapping[str, Any], text: str, parsed: list, constrained: bool
+) -> Outcome:
     entropy, min_prob, logprob = topk_uncertainty([values for _, values in parsed])
     return Outcome(
         text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop",

@@ -138,7 +138,9 @@ def run(client: openai.OpenAI, bodies: Sequence[Mapping[str, Any]], url: str, st
         errors = "; ".join(str(error.message) for error in (batch.errors.data or [])) if batch.errors else ""
         outcomes = [Outcome(error=f"{name} {batch.status}" + (f": {errors[:200]}" if errors else ""))] * len(bodies)
     else:
-        texts = [client.files.content(file_id).text for file_id in (batch.output_file_id, batch.error_file_id) if file_id]
+        texts = [
+            client.files.content(file_id).text for file_id in (batch.output_file_id, batch.error_file_id) if file_id
+        ]
         outcomes = read_output(texts, len(bodies), parse, name)
     state.unlink(missing_ok=True)
     share = (time.perf_counter() - started) / max(len(bodies), 1)

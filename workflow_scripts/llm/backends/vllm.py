@@ -161,7 +161,8 @@ class VllmBackend(ChatTemplateBackend):
                     f"available; lower it (the default is {VLLM_CPU_KV_CACHE_GIB})"
                 )
             self.environment.update(
-                VLLM_CPU_KVCACHE_SPACE=str(space), VLLM_CPU_OMP_THREADS_BIND=config.vllm.get("threads_bind", _cpu_list()),
+                VLLM_CPU_KVCACHE_SPACE=str(space),
+                VLLM_CPU_OMP_THREADS_BIND=config.vllm.get("threads_bind", _cpu_list()),
             )
             self.environment.setdefault("VLLM_USE_AOT_COMPILE", "0")
 
@@ -265,4 +266,3 @@ def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], s
         mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob, steps=steps,
         uncertainty_basis=f"top_{steps_k}" if decode is not None else None,  # the k a constrained reply asked for
     )
-

@@ -5,7 +5,8 @@ In:  argv[1], the JSON keyword arguments of `vllm.LLM` (model folder, seed, enfo
      "structured": {"json": schema} | {"grammar": ebnf} | null}, ...]}.
 Out: on the pipe that was stdout: {"ready": {"max_model_len": n}} once the engine is up, then one JSON line per
      batch, {"outputs": [{"text", "token_ids", "finish_reason", "prompt_tokens", "steps": [[chosen logprob,
-     [top-k logprobs, highest first], [their token ids]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is retried one prompt at a time,
+     [top-k logprobs, highest first], [their token ids]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is
+     retried one prompt at a time,
      so one bad prompt (e.g. longer than the context) is that request's error, not the batch's.
 
 It imports only the standard library and vllm, so it runs in whichever Python has vLLM: the GPU environment
@@ -79,7 +80,9 @@ def _output(result) -> dict:
 def _generate(llm, vllm, prompts: list, params: list) -> list[dict]:
     requests = [{"prompt_token_ids": ids} for ids in prompts]
     try:
-        return [_output(result) for result in llm.generate(requests, [_params(vllm, p) for p in params], use_tqdm=False)]
+        return [
+            _output(result) for result in llm.generate(requests, [_params(vllm, p) for p in params], use_tqdm=False)
+        ]
     except Exception:  # noqa: BLE001 — any rejection: one prompt may be at fault; find it, keep the others
         if len(prompts) == 1:
             return [{"error": traceback.format_exc(limit=1).strip().splitlines()[-1]}]

@@ -25,7 +25,9 @@ def main(smk: Any) -> None:
         k1=settings["k1"], b=settings["b"], threads=smk.threads, remove_query=settings["remove_query"],
     )
     write_table(ranking, smk.output.ranking, RANKING)
-    log.info("bm25 %s: %d questions ranked, %d with no ranking %s", scope, ranking["qid"].n_unique(), len(empty), empty[:5])
+    log.info(
+        "bm25 %s: %d questions ranked, %d with no ranking %s", scope, ranking["qid"].n_unique(), len(empty), empty[:5]
+    )
 
 
 if __name__ == "__main__":

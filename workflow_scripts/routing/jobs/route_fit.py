@@ -22,7 +22,9 @@ def main(smk: Any) -> None:
     features = read_table(smk.input.features, features_contract(smk.params.pair["features"]))
     priced = None
     if settings.get("measured_cost"):  # the pair's cost plan and its measured costs on dev
-        priced = pair_costs_from_files(pair_name, smk.params.measured, smk.input.ledger, dev_labels(labels, splits)["qid"])
+        priced = pair_costs_from_files(
+            pair_name, smk.params.measured, smk.input.ledger, dev_labels(labels, splits)["qid"]
+        )
     oof, sweeps, artifacts = fit_routers(labels, features, splits, smk.params.routers, settings, pair_name, priced)
     for name, path in frozen_paths(smk.params.routers, smk.output.frozen).items():
         write_text_atomic(artifacts[name].decode("utf-8"), path)
