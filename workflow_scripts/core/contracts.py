@@ -804,7 +804,7 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
     ),
 )
 
-UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
+UTILITY_REPORT = Contract(  # routing/labels.py utility_table
     name="utility_report",
     file="results/<dataset>/routing/<pair>/utility.csv",
     columns={
@@ -837,7 +837,7 @@ UTILITY_REPORT = Contract(  # routing/protocol.py utility_table
     landing=("split", "measure", "n", "gains", "harms", "ties", "mean_off", "mean_on", "mean_delta", "signal_absent"),
 )
 
-ROUTER_THRESHOLDS = Contract(  # routing/protocol.py fit_routers
+ROUTER_THRESHOLDS = Contract(  # routing/routers.py fit_routers
     name="router_thresholds",
     file="results/<dataset>/routing/<pair>/thresholds.csv",
     columns={
@@ -861,7 +861,7 @@ ROUTER_THRESHOLDS = Contract(  # routing/protocol.py fit_routers
     key=("router",),
 )
 
-ROUTER_POLICIES = Contract(  # routing/protocol.py heldout_tables (policy_rows)
+ROUTER_POLICIES = Contract(  # routing/routers.py heldout_tables (policy_rows)
     name="router_policies",
     file="results/<dataset>/routing/<pair>/policies.csv",
     columns={

@@ -12,7 +12,7 @@ Out: `pair_costs` → a PairPlan (which units of work each component of a policy
      rerank_pair (the prices in `costs.prices`). Money is the ledger's (the LLM blocks' `prices`); a sum with an
      unpriced part is null (unknown), never a smaller number.
 
-A library below routing: routing/protocol.py prices a trigger for cost-aware thresholds with it, and
+A library below routing: routing/routers.py prices a trigger for cost-aware thresholds with it, and
 routing/policy_costs.py prices each frozen policy (rule `route_costs`).
 """
 
