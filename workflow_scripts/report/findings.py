@@ -54,6 +54,7 @@ FAILURE, REFERENCE, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT
 BASELINE_KINDS = frozenset({"random"})  # routers that are baselines: never named the best
 FIXED_KINDS = frozenset({"always", "never"})  # routers that are the fixed policies themselves
 LANDING_EFFECTS = 6  # effects listed one by one on the landing page; the rest are counted
+LANDING_PAIRS = 3  # up to this many pairs' router lines are listed one by one; more fold into one line
 FIXED_NAMES = {ALWAYS_ON: "always switching", OFF: "never switching"}
 METRICS_SUMMARY_REPORT = metrics_summary_report(()).name
 
@@ -397,9 +398,9 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         lines.append(f"{len(effects) - LANDING_EFFECTS} more differences whose CI excludes 0 or whose tests disagree: "
                      "see the dataset pages.")
     routers = of(ROUTERS)
-    if len(routers) == 1:
-        lines.append(f"{where(routers[0][0])}{routers[0][1].text}")
-    elif routers:
+    if len(routers) <= LANDING_PAIRS:
+        lines += [f"{where(dataset)}{finding.text}" for dataset, finding in routers]
+    else:
         fixed = sorted({finding.data["best_fixed"] for _, finding in routers})
         lines.append(f"No router beats the better fixed policy on held-out utility in {len(routers)} pairs (the better "
                      f"fixed policy: {' or '.join(fixed)}); per pair on the dataset pages.")
@@ -411,7 +412,7 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
             counts = "; ".join(
                 f"`{finding.pair}` {finding.data['gains']} / {finding.data['harms']}" for finding in pairs
             )
-            lines.append(f"{where(dataset)}always switching rescues / harms, held-out, of {pairs[0].data['n']} "
+            lines.append(f"{where(dataset)}Always switching rescues / harms, held-out, of {pairs[0].data['n']} "
                          f"questions: {counts}.")
     usages = of(USAGE)
     if len(usages) == 1:
