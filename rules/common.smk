@@ -153,7 +153,7 @@ def gathered_tables(stage):
 def gather_script(stage):
     """The job module of `<stage>_gather`: `<stage>_gather.py` beside the stage's own job module when the stage's
     gather does more than join tables, else the generic gather job."""
-    own = str(getattr(rules, stage).rule.script).replace(f"/{stage}.py", f"/{stage}{GATHER_RULE_SUFFIX}.py")
+    own = os.path.join(os.path.dirname(str(getattr(rules, stage).rule.script)), f"{stage}{GATHER_RULE_SUFFIX}.py")
     return own if os.path.exists(os.path.join(workflow.basedir, "rules", own)) else "../workflow_scripts/jobs/gather.py"
 
 
