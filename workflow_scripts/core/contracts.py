@@ -731,15 +731,15 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "judged": Column(pl.Int64(), doc="questions with a judgment of this policy by either judge"),
         "grounded_questions": Column(
             pl.Int64(),
-            doc="questions every policy has a grounded correctness for: the " "questions the correctness mean is over",
+            doc="questions every policy has a grounded correctness for: the questions the correctness mean is over",
         ),
         "correctness": Column(
             pl.Float64(),
             nullable=True,
-            doc="mean grounded correctness (0–2, read as " "judging.scoring says) on those questions; null: none",
+            doc="mean grounded correctness (0–2, read as judging.scoring says) on those questions; null: none",
         ),
         "faithfulness_questions": Column(
-            pl.Int64(), doc="of those, the questions where no policy abstained (an " "unknown abstention counts as one)"
+            pl.Int64(), doc="of those, the questions where no policy abstained (an unknown abstention counts as one)"
         ),
         "faithfulness": Column(
             pl.Float64(), nullable=True, doc="mean faithfulness (0–2) on those questions; null: none"
@@ -747,17 +747,17 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "answer_rate": Column(
             pl.Float64(),
             nullable=True,
-            doc="quality judge: mean is_answer (expected: P(is_answer)) " "over the policy's judgments; null: none",
+            doc="quality judge: mean is_answer (expected: P(is_answer)) over the policy's judgments; null: none",
         ),
         "overall_unconditional": Column(
             pl.Float64(),
             nullable=True,
-            doc="mean overall score, refusals kept " "(expected: P(is_answer) · E[overall | is_answer])",
+            doc="mean overall score, refusals kept (expected: P(is_answer) · E[overall | is_answer])",
         ),
         "overall_conditional": Column(
             pl.Float64(),
             nullable=True,
-            doc="mean overall score given is_answer " "(argmax: over the replies that chose is_answer true)",
+            doc="mean overall score given is_answer (argmax: over the replies that chose is_answer true)",
         ),
         "distinct_correctness": Column(
             pl.Int64(),
@@ -767,13 +767,13 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "distinct_overall": Column(pl.Int64(), doc="distinct overall values the judge gave"),
         "grounded_basis": Column(
             pl.String(),
-            doc="the grounded judgments' score bases with counts, e.g. " "\"masked_exact: 17\" ('' for none)",
+            doc="the grounded judgments' score bases with counts, e.g. \"masked_exact: 17\" ('' for none)",
         ),
         "quality_basis": Column(pl.String(), doc="the quality judgments' score bases with counts"),
         "grounded_parse_failed": Column(pl.Int64(), doc="grounded judgments with status parse_failed"),
         "quality_parse_failed": Column(pl.Int64(), doc="quality judgments with status parse_failed"),
         "grounded_replies": Column(
-            pl.String(), doc="how the grounded replies were obtained, with counts, e.g. " '"constrained: 15; length: 2"'
+            pl.String(), doc='how the grounded replies were obtained, with counts, e.g. "constrained: 15; length: 2"'
         ),
         "quality_replies": Column(pl.String(), doc="how the quality replies were obtained, with counts"),
         "answers": Column(pl.Int64(), doc="the policy's answer requests (every split it is answered on)"),
@@ -782,7 +782,7 @@ ANSWER_SUMMARY = Contract(  # answers/answering.py summarize
         "error_cause": Column(
             pl.String(),
             nullable=True,
-            doc="the most common cause of those failures, with its " "count (null: none failed)",
+            doc="the most common cause of those failures, with its count (null: none failed)",
         ),
     },
     key=("policy",),
@@ -853,7 +853,7 @@ ROUTER_THRESHOLDS = Contract(  # routing/routers.py fit_routers
             "maximiser, fewest triggers on near-ties; -inf for always, inf for never",
         ),
         "dev_utility": Column(
-            pl.Float64(), doc="mean(metric − c × triggered) on dev's out-of-fold scores at that " "threshold"
+            pl.Float64(), doc="mean(metric − c × triggered) on dev's out-of-fold scores at that threshold"
         ),
         "dev_trigger_rate": Column(pl.Float64(), doc="share of dev questions triggered at that threshold"),
         "signal_absent": Column(pl.Boolean(), doc="some fold's training labels were constant (a flat score)"),
@@ -1054,7 +1054,7 @@ STUDY_C_COST = Contract(  # study_c/comparisons.py cost
         "query_type": CELL_QUERY_TYPE,
         "queries": Column(pl.Int64(), doc="queries in the cell"),
         "llm_calls_per_query": Column(
-            pl.Float64(), nullable=True, doc="mean LLM calls per query, the answer included " "(null: no answers)"
+            pl.Float64(), nullable=True, doc="mean LLM calls per query, the answer included (null: no answers)"
         ),
         "prompt_tokens_per_query": Column(pl.Float64(), nullable=True),
         "completion_tokens_per_query": Column(pl.Float64(), nullable=True),
@@ -1062,7 +1062,7 @@ STUDY_C_COST = Contract(  # study_c/comparisons.py cost
         "retrieval_seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean measured search seconds"),
         "seconds_per_query": Column(pl.Float64(), nullable=True, doc="mean LLM + search seconds"),
         "money_per_query": Column(
-            pl.Float64(), nullable=True, doc="mean money at models.generator.prices (null: no " "prices)"
+            pl.Float64(), nullable=True, doc="mean money at models.generator.prices (null: no prices)"
         ),
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: no prices)"),
         "searched_share": Column(pl.Float64(), nullable=True, doc="share of queries the strategy searched for"),
@@ -1100,42 +1100,42 @@ REVIEW_AGREEMENT = Contract(  # judging/review.py judge_agreement
     columns={
         "label": Column(
             pl.String(),
-            doc="the judge's label compared (grounded: correctness | faithfulness; quality: " "the six Study C scores)",
+            doc="the judge's label compared (grounded: correctness | faithfulness; quality: the six Study C scores)",
         ),
         "group": Column(pl.String(), doc="all | a policy | '<a> − <b>' (the difference of two policies)"),
         "n_population": Column(
-            pl.Int64(), doc="judged items of the group with the label (a − b: questions judged " "under both)"
+            pl.Int64(), doc="judged items of the group with the label (a − b: questions judged under both)"
         ),
         "n_reviewed": Column(pl.Int64(), doc="reviewed items among them"),
         "judge_mean": Column(
             pl.Float64(),
             nullable=True,
-            doc="the judge's mean over the group (judging.scoring's " "reading; a − b: mean per-question difference)",
+            doc="the judge's mean over the group (judging.scoring's reading; a − b: mean per-question difference)",
         ),
         "ppi_mean": Column(
-            pl.Float64(), nullable=True, doc="PPI++ estimate of the human mean (null: unreviewed " "strata)"
+            pl.Float64(), nullable=True, doc="PPI++ estimate of the human mean (null: unreviewed strata)"
         ),
         "ppi_low": Column(
-            pl.Float64(), nullable=True, doc="its CLT interval (null: too few reviews or unreviewed " "strata)"
+            pl.Float64(), nullable=True, doc="its CLT interval (null: too few reviews or unreviewed strata)"
         ),
         "ppi_high": Column(pl.Float64(), nullable=True),
         "ppi_status": Column(
-            pl.String(), nullable=True, doc="ok | too_few_reviews: … | unreviewed_strata: … (null: " "no items)"
+            pl.String(), nullable=True, doc="ok | too_few_reviews: … | unreviewed_strata: … (null: no items)"
         ),
         "ppi_lambda": Column(
-            pl.String(), nullable=True, doc="λ̂ (3 decimals), ' / '-joined per policy of a " "difference"
+            pl.String(), nullable=True, doc="λ̂ (3 decimals), ' / '-joined per policy of a difference"
         ),
         "judge_mean_reviewed": Column(
-            pl.Float64(), nullable=True, doc="the judge's raw mean on the reviewed items " "(null on a − b rows)"
+            pl.Float64(), nullable=True, doc="the judge's raw mean on the reviewed items (null on a − b rows)"
         ),
         "human_mean_reviewed": Column(pl.Float64(), nullable=True, doc="the human raw mean on the reviewed items"),
         "human_mean_stratified": Column(
-            pl.Float64(), nullable=True, doc="design-weighted human mean over the " "reviewed strata"
+            pl.Float64(), nullable=True, doc="design-weighted human mean over the reviewed strata"
         ),
         "corrected_mean": Column(
             pl.Float64(),
             nullable=True,
-            doc="confusion-matrix corrected mean (null: a judge " "level of the group has no review)",
+            doc="confusion-matrix corrected mean (null: a judge level of the group has no review)",
         ),
         "kappa_quadratic": Column(
             pl.Float64(),
@@ -1253,7 +1253,7 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
         },
         "tuned_lambda_mean": Column(pl.Float64(), doc="mean λ̂ of PPI++"),
         "naive_coverage": Column(
-            pl.Float64(), doc="1 when the judge-only interval (mean ± z·sd/√N, 0–1) covers the " "target, else 0"
+            pl.Float64(), doc="1 when the judge-only interval (mean ± z·sd/√N, 0–1) covers the target, else 0"
         ),
         "naive_width": Column(pl.Float64(), doc="its width"),
         "naive_mean": Column(pl.Float64(), doc="the judge's mean rescaled to 0–1"),
@@ -1266,7 +1266,7 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
         "difference_target": Column(
             pl.Float64(),
             nullable=True,
-            doc="the reference label's mean difference on the " "questions judged under both: the target",
+            doc="the reference label's mean difference on the questions judged under both: the target",
         ),
         **{
             column: spec
@@ -1275,7 +1275,7 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
                 f"difference_{name}_coverage": Column(
                     pl.Float64(),
                     nullable=True,
-                    doc=f"share of replays whose {what} " "interval of the difference covers its target",
+                    doc=f"share of replays whose {what} interval of the difference covers its target",
                 ),
                 f"difference_{name}_width": Column(pl.Float64(), nullable=True, doc="mean width of that interval"),
             }.items()
@@ -1283,7 +1283,7 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
         "difference_replays": Column(
             pl.Int64(),
             nullable=True,
-            doc="replays whose draw reviewed both sides enough " "for an interval (the coverage's denominator)",
+            doc="replays whose draw reviewed both sides enough for an interval (the coverage's denominator)",
         ),
     },
     key=("n",),
