@@ -12,8 +12,7 @@ from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
 from workflow_scripts.core.vocabulary import is_closed_book_pair
 from workflow_scripts.core import contracts
-from workflow_scripts.core.shards import GATHER_RULE_SUFFIX, shard_names
-from workflow_scripts.jobs.gather import InOrderOf
+from workflow_scripts.core.shards import GATHER_RULE_SUFFIX, InOrderOf, shard_names
 
 try:
     validate_config(config)

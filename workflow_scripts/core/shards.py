@@ -49,6 +49,17 @@ class Shard:
     count: int
 
 
+@dataclass(frozen=True)
+class InOrderOf:
+    """A sharded output whose rows follow the order of `column` in the job's input table `input` (not a sort).
+    Defined here, not in the gather's job module: the rules pickle it into the job's params, and a class of the job
+    script itself would not be the one unpickled."""
+
+    contract: Contract
+    input: str
+    column: str
+
+
 def shard_names(count: int) -> list[str]:
     """The `shard` wildcard values of a stage split `count` ways."""
     return [f"{index}-of-{count}" for index in range(count)]

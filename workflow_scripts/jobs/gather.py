@@ -9,22 +9,12 @@ Out: the stage's outputs at the unsharded paths, byte-identical to an unsharded 
      tables has its own `<stage>_gather.py` beside its job module, which calls `gather_tables` for its tables.
 """
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.shards import checked_parts, gather_in_order, gathered
+from workflow_scripts.core.shards import InOrderOf, checked_parts, gather_in_order, gathered
 from workflow_scripts.core.tables import Contract, read_table, write_table
 from workflow_scripts.jobs.runtime import run_job
-
-
-@dataclass(frozen=True)
-class InOrderOf:
-    """An output whose rows follow the order of `column` in the job's input table `input` (not a sort)."""
-
-    contract: Contract
-    input: str
-    column: str
 
 
 def shard_paths(smk: Any, key: str) -> list[Path]:
