@@ -151,7 +151,7 @@ def stage_rows(measured: Measured, questions: pl.DataFrame) -> pl.DataFrame:
 
 def ledger(sources: Sequence[Measured], questions: pl.DataFrame, dataset: str) -> pl.DataFrame:
     """The COST_LEDGER rows of every source stage, for the dataset's questions."""
-    tables = [stage_rows(source, questions) for source in sources]
+    tables = [stage_rows(measured, questions) for measured in sources]
     known = questions["qid"].implode()
     columns = [column for column in COST_LEDGER.columns if column != "dataset"]
     table = pl.concat([table.select(columns) for table in tables], how="vertical_relaxed")
