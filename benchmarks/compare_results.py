@@ -8,7 +8,7 @@ Out: one line per file that differs, is missing on one side or could not be comp
      those keys; every other file byte for byte. Skipped: Lucene's segment files (`LUCENE`: each commit writes a
      random segment id; the index manifest and every ranking read from it are compared),
      logs, Snakemake benchmark files, caches, and files whose every byte depends on measured time (`TIMED`:
-     figures and reports of cost, and the summary Markdown, which quotes seconds).
+     figures and reports of cost, and the summary Markdown and its dataset pages, which quote seconds).
 
 Run it:
     .venv/bin/python benchmarks/compare_results.py BEFORE/results AFTER/results
@@ -26,7 +26,7 @@ import polars as pl
 
 SKIPPED_FOLDERS = {"logs", "benchmarks", "cache", ".snakemake"}
 MEASURED = re.compile(r"seconds|latency|wall|_s$|per_second|s_per_")
-TIMED = re.compile(r"(^|/)(summary_[^/]*\.md|cost/.*\.(png|md)|.*cost.*\.png)$")
+TIMED = re.compile(r"(^|/)(summary_[^/]*\.md|summary_[^/]*/[^/]*\.md|cost/.*\.(png|md)|.*cost.*\.png)$")
 LUCENE = re.compile(r"(^|/)(_\w+\.\w+|segments_\w+|write\.lock)$")
 
 
