@@ -138,11 +138,12 @@ def test_vllms_batch_runner_reads_the_batch_file_the_pipeline_writes(served, mod
     assert batched["mean_entropy"].to_list() == pytest.approx(online["mean_entropy"].to_list(), rel=1e-3)
 
 
-def test_a_request_the_server_rejects_is_that_rows_error(served, models_cache, tmp_path):
+def test_a_call_whose_every_request_the_server_rejects_stops_naming_the_server_and_the_cause(served, models_cache,
+                                                                                             tmp_path):
     engine = llm.load_engine(served, models_cache)
-    table = llm.generate(_requests()[:2], engine, tmp_path, {"max_new_tokens": 4000})  # past max_model_len 2048
-    assert table["status"].to_list() == ["error", "error"]
-    assert table["error"][0].startswith("HTTP 400 from ") and "2048" in table["error"][0], table["error"][0]
+    with pytest.raises(InputError, match=r"all 2 requests to the server at .* failed; most common cause \([12]×\): "
+                                         r"HTTP 400 from .*2048"):
+        llm.generate(_requests()[:2], engine, tmp_path, {"max_new_tokens": 4000})  # past max_model_len 2048
 
 
 def test_a_model_the_server_does_not_serve_and_an_unreachable_server_stop_before_any_work(served, models_cache):
