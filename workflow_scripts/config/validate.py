@@ -68,10 +68,9 @@ def check_measures(config: dict[str, Any]) -> None:
             bad.append(f"evaluation.measures: {measure!r} is not an ir-measures measure ({error})")
     if bad:
         raise InputError("invalid config:\n  " + "\n  ".join(bad) + "\n  (e.g. Success@10, RR@10, nDCG@10, R@100, AP)")
-    names = {str(ir_measures.parse_measure(measure)) for measure in config["evaluation"]["measures"]}
+    names = {measure_name(measure) for measure in config["evaluation"]["measures"]}
     for name, reference in config["evaluation"]["references"].items():
-        unknown = [measure for measure in reference["measures"]
-                   if not _parses(measure) or str(ir_measures.parse_measure(measure)) not in names]
+        unknown = [measure for measure in reference["measures"] if measure_name(measure) not in names]
         if unknown:
             bad.append(f"evaluation.references.{name}.measures: {unknown} are not among evaluation.measures "
                        f"{config['evaluation']['measures']}")
@@ -82,14 +81,14 @@ def check_measures(config: dict[str, Any]) -> None:
         raise InputError("invalid config:\n  " + "\n  ".join(bad))
 
 
-def _parses(measure: str) -> bool:
+def measure_name(measure: str) -> str | None:
+    """The measure's name as ir-measures writes it (the metrics tables' columns), None when it does not parse."""
     import ir_measures
 
     try:
-        ir_measures.parse_measure(measure)
+        return str(ir_measures.parse_measure(measure))
     except (NameError, ValueError):
-        return False
-    return True
+        return None
 
 
 def check_models(config: dict[str, Any]) -> None:

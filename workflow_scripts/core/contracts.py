@@ -912,11 +912,14 @@ ROUTER_COMPARISONS = Contract(  # routing/routers.py heldout_tables: COMPARISONS
 )
 
 
+METRICS_SUMMARY_REPORT = "metrics_summary_report"  # the name of metrics/summary.csv's contract, whatever its measures
+
+
 def metrics_summary_report(measures: Sequence[str]) -> Contract:
     """metrics/summary.csv (retrieval/evaluate.py summary_table): one column per measure, so its contract is built
     from the measures the arms' summaries hold (ir-measures' names, in sorted order)."""
     return Contract(
-        name="metrics_summary_report",
+        name=METRICS_SUMMARY_REPORT,
         file="results/<dataset>/metrics/summary.csv",
         columns={
             "arm": METRICS_SUMMARY.columns["arm"],

@@ -37,6 +37,7 @@ from workflow_scripts.core.contracts import (
     COMPARISONS,
     FRONTIERS,
     JUDGE_VERDICT,
+    METRICS_SUMMARY_REPORT,
     REFERENCE_COMPARISONS,
     ROUTER_COMPARISONS,
     ROUTER_POLICIES,
@@ -44,7 +45,6 @@ from workflow_scripts.core.contracts import (
     STUDY_C_PAIRED_RETRIEVAL,
     STUDY_C_QUALITY,
     UTILITY_REPORT,
-    metrics_summary_report,
 )
 from workflow_scripts.core.vocabulary import ALWAYS_ON, FRONTIER_RULES, OFF
 
@@ -56,7 +56,6 @@ FIXED_KINDS = frozenset({"always", "never"})  # routers that are the fixed polic
 LANDING_EFFECTS = 6  # effects listed one by one on the landing page; the rest are counted
 LANDING_PAIRS = 3  # up to this many pairs' router lines are listed one by one; more fold into one line
 FIXED_NAMES = {ALWAYS_ON: "always switching", OFF: "never switching"}
-METRICS_SUMMARY_REPORT = metrics_summary_report(()).name
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,12 @@ from typing import Any
 
 import polars as pl
 
+from workflow_scripts.config.validate import measure_name
 from workflow_scripts.core.atomic import write_text_atomic
-from workflow_scripts.core.contracts import metrics_summary_report
+from workflow_scripts.core.contracts import METRICS_SUMMARY_REPORT, metrics_summary_report
 from workflow_scripts.core.tables import Contract, Document, read_report, read_table
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.report.summary import Shown, dataset_text, findings_rst, report_table, summary_text
-
-METRICS_SUMMARY_REPORT = metrics_summary_report(()).name
-
 
 def content(path: str, spec: Contract | Document) -> pl.DataFrame | str:
     """The table at `path` read through its contract, or a stage report: JSON as a key / value table, Markdown as
@@ -41,9 +39,7 @@ def content(path: str, spec: Contract | Document) -> pl.DataFrame | str:
 
 def canonical(measures: dict[str, float]) -> dict[str, float]:
     """Reference values keyed by the measure's name as ir-measures writes it (the metrics table's columns)."""
-    import ir_measures
-
-    return {str(ir_measures.parse_measure(measure)): value for measure, value in measures.items()}
+    return {measure_name(measure): value for measure, value in measures.items()}
 
 
 def main(smk: Any) -> None:
