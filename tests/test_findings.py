@@ -3,7 +3,6 @@ the fixed policies, a judge gated by its validation, failed requests counted, an
 lines however many pairs a run has (no workflow run)."""
 
 import polars as pl
-import pytest
 
 from workflow_scripts.report import findings
 
@@ -204,9 +203,14 @@ def test_a_run_of_many_pairs_lands_in_about_a_dozen_lines():
 
 
 def test_nothing_to_read_is_said_in_one_line():
+    """A run with tables but no finding to draw (a retrieval-only config naming no reference) lands one line."""
+    from workflow_scripts.core.contracts import COST_STAGE_TOTALS
+    from workflow_scripts.report import summary
+
     assert findings.landing({"scifact": []}) == []
-    with pytest.raises(KeyError):
-        findings.headroom("p", pl.DataFrame({"split": ["dev"]}))
+    entry = summary.Shown("", "results/scifact/cost/stages.csv", COST_STAGE_TOTALS, pl.DataFrame({"stage": ["x"]}))
+    settings = {"kinds": {}, "partial_share": 0.0, "references": {}}
+    assert summary.landing_lines({"scifact": [entry]}, settings) == [summary.NO_FINDINGS]
 
 
 def test_an_arm_is_held_against_the_published_numbers_the_config_names():

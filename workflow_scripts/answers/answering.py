@@ -37,9 +37,6 @@ import polars as pl
 
 from workflow_scripts.core.contracts import (
     COMPARISONS,
-    GENERATIONS,
-    JUDGMENTS_GROUNDED,
-    JUDGMENTS_QUALITY,
     QUESTIONS,
     RUNS,
     SPLITS,

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import COST_LEDGER, RANKING
+from workflow_scripts.core.contracts import COST_LEDGER
 from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
