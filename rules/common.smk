@@ -163,7 +163,7 @@ def gather_inputs(stage):
     names = shard_names(shard_count(stage))
     outputs = dict(work.output.items())
     references = {
-        spec.input: work.input[spec.input] for spec in gathered_tables(stage).values() if hasattr(spec, "input")
+        spec.input: work.input[spec.input] for spec in gathered_tables(stage).values() if isinstance(spec, InOrderOf)
     }
 
     def shard_inputs(wildcards):
