@@ -187,3 +187,27 @@ rule retrieval_summary:
         by_split=lambda wildcards: splits_matter(wildcards.dataset),
     script:
         "../workflow_scripts/retrieval/jobs/retrieval_summary.py"
+
+
+rule compare_arms:
+    input:
+        metrics=lambda wildcards: [
+            output_of("evaluate_arm", "metrics", dataset=wildcards.dataset, arm=arm)
+            for arm in arms_for(wildcards.dataset)
+        ],
+        splits=rules.splits.output.splits,
+    output:
+        csv="results/{dataset}/metrics/paired.csv",
+    log:
+        "results/logs/compare_arms/{dataset}.log",
+    benchmark:
+        "results/benchmarks/compare_arms/{dataset}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        arms=lambda wildcards: list(arms_for(wildcards.dataset)),
+        pairs=lambda wildcards: arm_pairs(wildcards.dataset),
+        bootstrap=config["routing"]["bootstrap"],
+        seed=config["routing"]["seed"],
+    script:
+        "../workflow_scripts/retrieval/jobs/compare_arms.py"

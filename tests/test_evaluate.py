@@ -91,3 +91,40 @@ def test_summary_means_do_not_depend_on_the_order_of_the_rows():
     means = {tuple(summarize(metrics.sample(fraction=1.0, shuffle=True, seed=seed), splits, "arm")
                    .sort("split")["mean"]) for seed in range(6)}
     assert len(means) == 1
+
+
+def test_each_arm_is_paired_with_the_first_on_the_queries_both_score():
+    """compare_arms: per measure and pair, arm − baseline over the shared judged queries, bootstrapped over the splits'
+    groups; a measure only one arm has is skipped, and one arm alone gives an empty table with the contract's
+    columns."""
+    from workflow_scripts.core.contracts import ARM_COMPARISONS
+    from workflow_scripts.retrieval.evaluate import arm_comparisons
+
+    qids = [f"q{i}" for i in range(6)]
+    first = pl.DataFrame({"qid": qids, "measure": ["nDCG@5"] * 6, "value": [0.0, 0.5, 0.2, 0.0, 1.0, 0.3]})
+    better = first.with_columns(pl.col("value") + 0.25)
+    extra = pl.DataFrame({"qid": qids[:1], "measure": ["R@5"], "value": [1.0]})
+    splits = pl.DataFrame({"qid": qids, "group_id": ["g1", "g1", "g2", "g2", "g3", "g3"], "split": ["dev"] * 6})
+    bootstrap = {"resamples": 200, "method": "percentile", "confidence": 0.95}
+    table = arm_comparisons({"bm25": first, "hybrid": pl.concat([better, extra])}, [("hybrid", "bm25")], splits,
+                            bootstrap, seed=1)
+    assert table.columns == list(ARM_COMPARISONS.columns)
+    (row,) = table.iter_rows(named=True)
+    assert (row["measure"], row["a"], row["b"], row["n"], row["n_groups"]) == ("nDCG@5", "hybrid", "bm25", 6, 3)
+    assert row["estimate"] == pytest.approx(0.25) and row["low"] == pytest.approx(0.25) and row["win"] == 1.0
+    assert row["p_floor"] == 0.25  # three groups: an exact sign-flip test cannot go lower
+    assert arm_comparisons({"bm25": first}, [], splits, bootstrap, seed=1).columns == list(ARM_COMPARISONS.columns)
+
+
+def test_a_reranking_arm_is_compared_with_its_own_first_stage_and_any_other_arm_with_the_first():
+    """The demo's arms: keep reranks dense, hybrid reranks RRF; an arm reranking a first stage no arm ranks alone,
+    or in another scope, falls back to the first arm."""
+    from workflow_scripts.retrieval.arms import comparison_baselines
+
+    arms = {"bm25": {"first_stage": "bm25", "scope": "group"}, "dense": {"first_stage": "dense", "scope": "group"},
+            "rrf": {"first_stage": "hybrid", "scope": "group"},
+            "keep": {"first_stage": "dense", "rerank": "ce", "scope": "group"},
+            "hybrid": {"first_stage": "hybrid", "rerank": "ce", "scope": "group"},
+            "global_keep": {"first_stage": "dense", "rerank": "ce", "scope": "global"}}
+    assert comparison_baselines(arms) == [("dense", "bm25"), ("rrf", "bm25"), ("keep", "dense"), ("hybrid", "rrf"),
+                                          ("global_keep", "bm25")]

@@ -48,7 +48,8 @@ def test_scifact_experiment_plans_only_its_own_dataset(tmp_path, project_root):
     (work / "experiments" / "scifact.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(work, "--configfile", "experiments/scifact.yaml", "--replace-workflow-config")
     retrieval = {"all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "index_dense": 1,
-                 "retrieve_bm25": 1, "retrieve_dense": 1, "run_arm": 3, "evaluate_arm": 3, "retrieval_summary": 1}
+                 "retrieve_bm25": 1, "retrieve_dense": 1, "run_arm": 3, "evaluate_arm": 3, "retrieval_summary": 1,
+                 "compare_arms": 1}
     assert {rule: jobs.get(rule) for rule in retrieval} == retrieval
     assert not {rule for rule in jobs if rule.startswith(("route_", "generate_", "judge_", "rerank"))}
     planned = snakemake(work, "--dry-run", "--configfile", "experiments/scifact.yaml", "--replace-workflow-config").stdout

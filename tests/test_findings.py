@@ -228,3 +228,27 @@ def test_an_arm_is_held_against_the_published_numbers_the_config_names():
     lines = findings.reference_findings(metrics, pool)
     assert [line.text.split(";")[-1] for line in lines] == [" largest gap -0.0437.", " largest gap -0.0775."]
     assert findings.landing({"scifact": [bm25]}) == [bm25.text]
+
+
+def test_the_arms_paired_differences_are_one_landing_line_and_every_measure_on_the_dataset_page():
+    """compare_arms' rows: every (arm, measure) is a finding of the dataset page with its interval; the landing page
+    folds them into one line per dataset: the measures whose CI excludes 0, how many show nothing, and where the two
+    tests disagree."""
+    rows = pl.DataFrame([
+        paired(measure="nDCG@10", a="hybrid", b="bm25", estimate=0.038, low=0.02, high=0.056, p_permutation=0.001,
+               n=300, n_groups=300),
+        paired(measure="R@100", a="hybrid", b="bm25", estimate=0.036, low=0.01, high=0.06, p_permutation=0.2,
+               n=300, n_groups=300),
+        paired(measure="nDCG@10", a="dense", b="bm25", estimate=-0.034, low=-0.06, high=-0.01, p_permutation=0.01,
+               n=300, n_groups=300),
+        paired(measure="R@100", a="dense", b="bm25", estimate=-0.0003, low=-0.02, high=0.02, p_permutation=0.97,
+               n=300, n_groups=300),
+    ])
+    found = findings.arm_findings(rows)
+    assert [finding.kind for finding in found] == [findings.ARMS] * 4
+    assert found[0].text.startswith("`hybrid` − `bm25` nDCG@10: Δ +0.038 (95% CI +0.020 to +0.056, p = 0.001)")
+    assert "the two tests disagree" in found[1].text
+    assert findings.landing({"scifact": found}) == [
+        "Arms against their first stage or the first arm, paired over 300 queries (95% CIs and p on the dataset page):"
+        " `hybrid` vs `bm25` higher on nDCG@10 (+0.038), the two tests disagree on R@100; `dense` vs `bm25` lower on "
+        "nDCG@10 (-0.034), no detectable difference on 1 measure."]

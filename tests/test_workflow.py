@@ -118,7 +118,14 @@ def test_changing_the_split_seed_reruns_only_splits(finished_run):
     config["splits"]["seed"] = config["splits"]["seed"] + 1
     (finished_run / "seed.yaml").write_text(yaml.safe_dump({"splits": config["splits"]}))
     assert planned_jobs(finished_run, "--configfile", "seed.yaml") == {
-        "all": 1, "splits": 1, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS, **ANSWER_JOBS, **REPORT_JOBS
+        "all": 1,
+        "splits": 1,
+        "evaluate_arm": 5,
+        "retrieval_summary": 1,
+        "compare_arms": 1,
+        **ROUTING_JOBS,
+        **ANSWER_JOBS,
+        **REPORT_JOBS,
     }
 
 
@@ -126,8 +133,16 @@ def test_changing_bm25_k1_reruns_only_bm25_consumers(finished_run):
     # keep reads no BM25 ranking but shares the reranker job with hybrid, whose candidates do change
     (finished_run / "k1.yaml").write_text(yaml.safe_dump({"retrieval": {"bm25": {"k1": 1.2}}}))
     assert planned_jobs(finished_run, "--configfile", "k1.yaml") == {
-        "all": 1, "retrieve_bm25": 1, "rerank": 1, "run_arm": 4, "evaluate_arm": 4, "retrieval_summary": 1,
-        **ROUTING_JOBS, **ANSWER_JOBS, **REPORT_JOBS,
+        "all": 1,
+        "retrieve_bm25": 1,
+        "rerank": 1,
+        "run_arm": 4,
+        "evaluate_arm": 4,
+        "retrieval_summary": 1,
+        "compare_arms": 1,
+        **ROUTING_JOBS,
+        **ANSWER_JOBS,
+        **REPORT_JOBS,
     }
 
 
@@ -142,9 +157,21 @@ def test_editing_the_source_file_reruns_ingest_and_downstream(finished_run):
     source = finished_run / "data" / "demo" / "papers.json"
     source.write_text(source.read_text().replace("  ", " ", 1))
     assert planned_jobs(finished_run) == {
-        "all": 1, "ingest": 1, "splits": 1, "index_bm25": 1, "embed_units": 1, "retrieve_bm25": 1,
-        "retrieve_dense": 1, "rerank": 1, "run_arm": 5, "evaluate_arm": 5, "retrieval_summary": 1, **ROUTING_JOBS,
-        **ANSWER_JOBS, **REPORT_JOBS,
+        "all": 1,
+        "ingest": 1,
+        "splits": 1,
+        "index_bm25": 1,
+        "embed_units": 1,
+        "retrieve_bm25": 1,
+        "retrieve_dense": 1,
+        "rerank": 1,
+        "run_arm": 5,
+        "evaluate_arm": 5,
+        "retrieval_summary": 1,
+        "compare_arms": 1,
+        **ROUTING_JOBS,
+        **ANSWER_JOBS,
+        **REPORT_JOBS,
     }
 
 

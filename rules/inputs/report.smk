@@ -66,6 +66,8 @@ def summary_tables():
             show(dataset, "generate_questions", "report", contracts.GENERATED_QUESTIONS_REPORT)
         if arms_for(dataset):
             show(dataset, "retrieval_summary", "csv", contracts.metrics_summary_report(()))
+            if arms_compared(dataset):
+                show(dataset, "compare_arms", "csv", contracts.ARM_COMPARISONS)
             show(dataset, "cost_ledger", "stages", contracts.COST_STAGE_TOTALS)
         if answer_targets(dataset):
             show(dataset, "answer_summary", "summary", contracts.ANSWER_SUMMARY)

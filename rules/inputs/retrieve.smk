@@ -68,9 +68,22 @@ def splits_matter(dataset):
     return bool(routing_targets(dataset) or answer_targets(dataset))
 
 
+def arms_compared(dataset):
+    """Whether the dataset has arms to compare with its first (compare_arms)."""
+    return len(arms_for(dataset)) > 1
+
+
+def arm_pairs(dataset):
+    """(arm, baseline) pairs compare_arms reports (retrieval/arms.py comparison_baselines)."""
+    from workflow_scripts.retrieval.arms import comparison_baselines
+
+    return comparison_baselines(arms_for(dataset))
+
+
 def retrieval_targets(dataset):
     arms = arms_for(dataset)
     targets = [output_of("run_arm", "trec", dataset=dataset, arm=arm) for arm in arms]
+    targets += [output_of("compare_arms", "csv", dataset=dataset)] if arms_compared(dataset) else []
     return targets + ([output_of("retrieval_summary", "markdown", dataset=dataset)] if arms else [])
 
 

@@ -937,6 +937,27 @@ def metrics_summary_report(measures: Sequence[str]) -> Contract:
     )
 
 
+ARM_COMPARISONS = Contract(  # retrieval/evaluate.py arm_comparisons: COMPARISONS rows per measure
+    name="arm_comparisons",
+    file="results/<dataset>/metrics/paired.csv",
+    columns={
+        "measure": Column(pl.String(), doc="ir-measures name (evaluation.measures)"),
+        **COMPARISONS.columns,
+        "a": Column(pl.String(), doc="the arm"),
+        "b": Column(pl.String(), doc="the arm subtracted: for a reranking arm, the arm that ranks its first stage "
+                    "unreranked (when one does), else the dataset's first arm (retrieval/arms.py "
+                    "comparison_baselines)"),
+        "n": Column(pl.Int64(), doc="judged queries"),
+    },
+    key=("measure", "a", "b"),
+    enums=COMPARISONS.enums,
+    title="Retrieval: paired differences between arms",
+    about="Per measure, the mean per-query difference of each arm against its first stage (a reranking arm) or the "
+    "dataset's first arm, CI from a bootstrap over groups, paired permutation p, win / tie / loss shares.",
+    landing=("measure", "a", "b", "estimate", "low", "high", "p_permutation", "p_floor", "n", "n_groups", "win",
+             "tie", "loss"),
+)
+
 STUDY_C_QUALITY = Contract(  # study_c/comparisons.py quality
     name="study_c_quality",
     file=STUDY_C_TABLES + "quality.csv",
@@ -1296,10 +1317,10 @@ PPI_REPLAY = Contract(  # judging/validation.py replay_table
 REPORTS = {
     contract.name: contract
     for contract in (
-        ANSWER_SUMMARY, COMPARISONS, UTILITY_REPORT, ROUTER_THRESHOLDS, ROUTER_POLICIES, ROUTER_COMPARISONS,
-        STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL, STUDY_C_GOLD, STUDY_C_GAP,
-        STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(), JUDGE_AGREEMENT, JUDGE_VERDICT,
-        REFERENCE_COMPARISONS, PPI_REPLAY,
+        ANSWER_SUMMARY, COMPARISONS, ARM_COMPARISONS, UTILITY_REPORT, ROUTER_THRESHOLDS, ROUTER_POLICIES,
+        ROUTER_COMPARISONS, STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL,
+        STUDY_C_GOLD, STUDY_C_GAP, STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(),
+        JUDGE_AGREEMENT, JUDGE_VERDICT, REFERENCE_COMPARISONS, PPI_REPLAY,
     )
 }
 

@@ -3,15 +3,16 @@
 In:  per dataset its tables by contract name and routing pair ({table name: {pair: frame}}; "" for a dataset-wide
      table): the routing pairs' utility, held-out policies and comparisons (metric and utility scales) and
      frontiers; the answers' summary and judged comparisons, the judge's validation verdict and the reference
-     label's comparisons; Study C's paired tables; the retrieval metrics; plus the router kinds (routing.routers),
+     label's comparisons; Study C's paired tables; the retrieval metrics and the arms' paired differences against
+     their first stage or the dataset's first arm; plus the router kinds (routing.routers),
      generation.partial_error_share and evaluation.references (published numbers to hold the arms against).
 Out: `dataset_findings` → every Finding of a dataset (its page lists them all); `landing` → at most about a dozen
      lines across the datasets for the landing page, most informative first: failures (a judge that failed its
-     validation, findings marked partial), effects (a CI that excludes 0 with a p that agrees, a router that beats
-     the best fixed policy, an arm against a published reference), where the two tests disagree, then one line each for
-     the routers against the fixed
-     policies, what switching rescues and harms per dataset, realized vs target usage, and the folded ones: the
-     comparisons with no detectable difference and the pairs whose held-out labels do not vary.
+     validation, findings marked partial), the arms against published references and (one line per dataset)
+     against their first stage or the first arm, effects (a CI that excludes 0 with a p that agrees, a router that
+     beats the best fixed policy), where the two tests disagree, then one line each for the routers against the
+     fixed policies, what switching rescues and harms per dataset, realized vs target usage, and the folded ones:
+     the comparisons with no detectable difference and the pairs whose held-out labels do not vary.
 
 The rules a finding follows (docs/statistics.md, docs/judging.md):
 - an interval and a permutation p are read together (`interval`): "the CI includes 0" only when both find nothing,
@@ -34,6 +35,7 @@ import polars as pl
 
 from workflow_scripts.core.contracts import (
     ANSWER_SUMMARY,
+    ARM_COMPARISONS,
     COMPARISONS,
     FRONTIERS,
     JUDGE_VERDICT,
@@ -49,8 +51,9 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.vocabulary import ALWAYS_ON, FRONTIER_RULES, OFF
 
 # What a finding is, in the order the landing page takes them (see `landing`)
-FAILURE, REFERENCE, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT, RANKING = (
-    "failure", "reference", "effect", "disagree", "routers", "headroom", "usage", "note", "null", "flat", "ranking")
+FAILURE, REFERENCE, ARMS, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT, RANKING = (
+    "failure", "reference", "arms", "effect", "disagree", "routers", "headroom", "usage", "note", "null", "flat",
+    "ranking")
 BASELINE_KINDS = frozenset({"random"})  # routers that are baselines: never named the best
 FIXED_KINDS = frozenset({"always", "never"})  # routers that are the fixed policies themselves
 LANDING_EFFECTS = 6  # effects listed one by one on the landing page; the rest are counted
@@ -353,6 +356,45 @@ def reference_findings(metrics: pl.DataFrame, references: Mapping[str, Mapping[s
     return found
 
 
+def arm_findings(comparisons: pl.DataFrame) -> list[Finding]:
+    """Per arm and measure, the paired difference against its first stage or the dataset's first arm
+    (ARM_COMPARISONS), as its interval and p read together; `data` keeps what the landing page's one line per dataset
+    folds."""
+    found = []
+    for row in comparisons.iter_rows(named=True):
+        text = (f"`{row['a']}` − `{row['b']}` {row['measure']}: {interval(row)}, n = {row['n']} queries in "
+                f"{row['n_groups']} groups.")
+        found.append(Finding(text, ARMS, data={**row, "verdict": verdict_of(row)}))
+    return found
+
+
+def arms_line(findings: Sequence[Finding]) -> str:
+    """One dataset's arm findings in one line: per arm, the measures whose CI excludes 0 (with the two tests
+    agreeing) and their Δ, how many show no detectable difference, and where the two tests disagree."""
+    rows = [finding.data for finding in findings]
+    parts = []
+    for arm, baseline in dict.fromkeys((row["a"], row["b"]) for row in rows):
+        mine = [row for row in rows if (row["a"], row["b"]) == (arm, baseline)]
+        said = []
+        for direction, word in ((1, "higher"), (-1, "lower")):
+            effects = [row for row in mine if row["verdict"] == EFFECT and excludes_zero(row) == direction]
+            if effects:
+                said.append(
+                    f"{word} on " + ", ".join(f"{row['measure']} ({signed(row['estimate'])})" for row in effects)
+                )
+        nulls = sum(row["verdict"] == NULL for row in mine)
+        if nulls:
+            said.append(f"no detectable difference on {nulls} measure{'s' * (nulls > 1)}")
+        disagree = [row["measure"] for row in mine if row["verdict"] == DISAGREE]
+        if disagree:
+            said.append(f"the two tests disagree on {', '.join(disagree)}")
+        parts.append(f"`{arm}` vs `{baseline}` " + ", ".join(said))
+    return (
+        f"Arms against their first stage or the first arm, paired over {rows[0]['n']} queries "
+        f"({round(100 * rows[0]['confidence'])}% CIs and p on the dataset page): " + "; ".join(parts) + "."
+    )
+
+
 # --- a dataset, and the landing page
 
 
@@ -362,6 +404,8 @@ def dataset_findings(tables: Mapping[str, Mapping[str, Any]], kinds: Mapping[str
     found = []
     if references and METRICS_SUMMARY_REPORT in tables:
         found += reference_findings(tables[METRICS_SUMMARY_REPORT][""], references)
+    if ARM_COMPARISONS.name in tables:
+        found += arm_findings(tables[ARM_COMPARISONS.name][""])
     for pair, utility in tables.get(UTILITY_REPORT.name, {}).items():
         if pair in tables.get(ROUTER_POLICIES.name, {}) and pair in tables.get(ROUTER_COMPARISONS.name, {}):
             found += routing_findings(pair, utility, tables[ROUTER_POLICIES.name][pair],
@@ -391,6 +435,9 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         return [(dataset, finding) for dataset, finding in every if finding.kind == kind]
 
     lines = [f"{where(dataset)}{finding.text}" for dataset, finding in of(FAILURE) + of(REFERENCE)]
+    for dataset in found:
+        arms = [finding for name, finding in of(ARMS) if name == dataset]
+        lines += [f"{where(dataset)}{arms_line(arms)}"] if arms else []
     effects = of(EFFECT) + of(DISAGREE)
     lines += [f"{where(dataset)}{finding.text}" for dataset, finding in effects[:LANDING_EFFECTS]]
     if len(effects) > LANDING_EFFECTS:

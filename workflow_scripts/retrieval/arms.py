@@ -36,6 +36,21 @@ def first_stage_depth(arm: Mapping[str, Any]) -> int:
     return arm["fusion_depth"] if arm["first_stage"] == "hybrid" else arm["candidates"]
 
 
+def comparison_baselines(arms: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(arm, the arm it is compared with) for every arm but the first: a reranking arm against the first arm (config
+    order) that ranks its first stage in the same scope without a reranker, so the difference is the reranker's;
+    any other arm against the config's first arm."""
+    names = list(arms)
+
+    def own_first_stage(name: str) -> str | None:
+        arm = arms[name]
+        return next((other for other in names if other != name and not arms[other].get("rerank")
+                     and arms[other]["first_stage"] == arm["first_stage"]
+                     and arms[other].get("scope") == arm.get("scope")), None) if arm.get("rerank") else None
+
+    return [(name, own_first_stage(name) or names[0]) for name in names[1:]]
+
+
 def rank_by(table: pl.DataFrame, score: str) -> pl.DataFrame:
     """Order rows per query by `score` descending, unit_id ascending; add a 1-based `rank`."""
     return table.sort(["qid", score, "unit_id"], descending=[False, True, False]).with_columns(

@@ -5,22 +5,27 @@ In:  an arm's RUNS table, the dataset's qrels and splits; measure names in ir-me
      binary measure counts relevance >= 1 unless given a level: AP(rel=2) is trec_eval's `-l 2` map (what DL19
      tables report), R(rel=2)@100 its recall; a level above the qrels' highest grade is logged as a warning.
 Out: per-query metrics (qid, split, measure, value) and an aggregate summary per split and overall; the
-     retrieval summary keeps the per-split rows only when the run uses the splits (routing or answers).
+     retrieval summary keeps the per-split rows only when the run uses the splits (routing or answers); the arms'
+     paired differences against their first stage or the dataset's first arm, per measure (`arm_comparisons`,
+     ARM_COMPARISONS).
 
 Semantics are trec_eval's with `-c`: a query with relevant qrels but an empty ranking scores 0. Questions with
 no relevant unit at all (e.g. unalignable evidence) are excluded from every metric and counted in the summary.
 The run's own order is what is evaluated: scores handed to ir-measures are derived from our ranks, so ties
 are never re-broken by the metric library. Plain functions; the rules' jobs are retrieval/jobs/evaluate_arm.py and
-retrieval_summary.py.
+retrieval_summary.py and compare_arms.py.
 """
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import ir_measures
 import polars as pl
 
+from workflow_scripts.core.contracts import ARM_COMPARISONS
 from workflow_scripts.core.errors import InputError
+from workflow_scripts.stats.paired import compare_policies
 
 log = logging.getLogger("ragfrontier.evaluate")
 
@@ -113,3 +118,25 @@ def evaluate_arm(run: pl.DataFrame, qrels: pl.DataFrame, splits: pl.DataFrame, m
     unjudged = splits.height - metrics["qid"].n_unique()
     log.info("%s: %d questions without a relevant unit are excluded from the metrics", arm, unjudged)
     return metrics, summarize(metrics, splits, arm)
+
+
+def arm_comparisons(metrics: Mapping[str, pl.DataFrame], pairs: Sequence[tuple[str, str]], splits: pl.DataFrame,
+                    bootstrap: Mapping[str, Any], seed: int) -> pl.DataFrame:
+    """Per measure and pair (arm, baseline arm; retrieval/arms.py comparison_baselines), the arm against the
+    baseline on the queries both score: the mean per-query difference with its bootstrap over the `splits` table's
+    groups, the paired permutation p and win / tie / loss (ARM_COMPARISONS; no rows without a pair)."""
+    long = pl.concat([frame.select("qid", "measure", "value").with_columns(pl.lit(arm).alias("arm"))
+                      for arm, frame in metrics.items()])
+    groups = splits.select("qid", "group_id")
+    rows = []
+    for (measure,), frame in sorted(long.group_by("measure"), key=lambda item: item[0]):
+        wide = frame.pivot(on="arm", index="qid", values="value").drop_nulls().join(groups, on="qid").sort("qid")
+        scored = [(a, b) for a, b in pairs if a in wide.columns and b in wide.columns]
+        if not (wide.height and scored):
+            continue
+        table = compare_policies(wide, scored, B=bootstrap["resamples"], seed=seed, method=bootstrap["method"],
+                                 confidence=bootstrap["confidence"])
+        rows.append(table.with_columns(pl.lit(measure).alias("measure")))
+    if not rows:
+        return pl.DataFrame(schema=ARM_COMPARISONS.schema)
+    return pl.concat(rows).select(list(ARM_COMPARISONS.columns))
