@@ -190,9 +190,14 @@ def test_a_run_of_many_pairs_lands_in_about_a_dozen_lines():
         lines += findings.judged_findings(answers_table(), JUDGED, verdict(dataset != "twowiki", (0.6, 0.52, 0.7)),
                                           JUDGED.with_columns(pl.lit(-0.03).alias("estimate"), pl.lit(-0.1).alias("low"),
                                                               pl.lit(0.02).alias("high"), pl.lit(0.3).alias("p_permutation")))
+        lines += findings.arm_findings(pl.DataFrame([
+            paired(measure=measure, a="bm25_global", b="bm25_candidates", estimate=-0.2, low=-0.3, high=-0.1,
+                   p_permutation=0.001) for measure in ("Success@5", "R@5", "nDCG@5")]))
         found[dataset] = lines
     landing = findings.landing(found)
     assert len(landing) <= 12, landing
+    assert ("hotpotqa `bm25_global` vs `bm25_candidates` 0 / 3 / 0 / 0; musique `bm25_global` vs `bm25_candidates` "
+            "0 / 3 / 0 / 0;") in "".join(landing)
     assert landing[0].startswith("twowiki: The judge failed validation here: AUROC 0.600 (CI 0.520 to 0.700)")
     assert landing[-1] == ("1 other comparison finds no difference (the CI includes 0, p at or above the level): see "
                            "the dataset pages.")

@@ -95,7 +95,8 @@ def test_summary_opens_with_findings_and_links_every_table(finished_run):
     findings = summary[:summary.index("\n## demo")]
     for pair in ("keep_vs_hybrid", "dense_vs_rrf"):
         assert f"- Pair `{pair}`: no router beats the better fixed policy on held-out utility" in findings
-    assert "- Always switching rescues / harms, held-out, of 14 questions: `keep_vs_hybrid` 2 / 0" in findings
+    assert "- Always switching rescues / harms, held-out, of the questions: `keep_vs_hybrid` 2 / 0 of 14" in findings
+    assert "`keep` vs `dense` lower on" in findings  # the reranker against its own first stage (compare_arms)
     assert "Realized held-out usage vs target ρ over 2 pairs: deployable thresholds exceed ρ at" in findings
     assert "- The judge is not validated on this data" in findings and len(findings.splitlines()) < 20
     page = (finished_run / "results" / "summary_demo" / "demo.md").read_text()  # every finding in full

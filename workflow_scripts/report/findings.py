@@ -395,6 +395,19 @@ def arms_line(findings: Sequence[Finding]) -> str:
     )
 
 
+def arms_counts(findings: Sequence[Finding]) -> str:
+    """A dataset's arm findings as counts per pair, e.g. "`bm25_global` vs `bm25_candidates` 0 / 3 / 0 / 0"."""
+    rows = [finding.data for finding in findings]
+    parts = []
+    for pair in dict.fromkeys((row["a"], row["b"]) for row in rows):
+        mine = [row for row in rows if (row["a"], row["b"]) == pair]
+        higher = sum(row["verdict"] == EFFECT and excludes_zero(row) > 0 for row in mine)
+        lower = sum(row["verdict"] == EFFECT and excludes_zero(row) < 0 for row in mine)
+        nulls, disagree = (sum(row["verdict"] == kind for row in mine) for kind in (NULL, DISAGREE))
+        parts.append(f"`{pair[0]}` vs `{pair[1]}` {higher} / {lower} / {nulls} / {disagree}")
+    return ", ".join(parts)
+
+
 # --- a dataset, and the landing page
 
 
@@ -435,9 +448,14 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         return [(dataset, finding) for dataset, finding in every if finding.kind == kind]
 
     lines = [f"{where(dataset)}{finding.text}" for dataset, finding in of(FAILURE) + of(REFERENCE)]
-    for dataset in found:
-        arms = [finding for name, finding in of(ARMS) if name == dataset]
-        lines += [f"{where(dataset)}{arms_line(arms)}"] if arms else []
+    arms = {dataset: [finding for name, finding in of(ARMS) if name == dataset] for dataset in found}
+    arms = {dataset: findings for dataset, findings in arms.items() if findings}
+    if len(arms) == 1:
+        lines += [f"{where(dataset)}{arms_line(findings)}" for dataset, findings in arms.items()]
+    elif arms:
+        lines.append("Arms against their first stage or the first arm, measures higher / lower / without a detectable "
+                     "difference / where the two tests disagree (per measure on the dataset pages): "
+                     + "; ".join(f"{dataset} {arms_counts(findings)}" for dataset, findings in arms.items()) + ".")
     effects = of(EFFECT) + of(DISAGREE)
     lines += [f"{where(dataset)}{finding.text}" for dataset, finding in effects[:LANDING_EFFECTS]]
     if len(effects) > LANDING_EFFECTS:
@@ -450,16 +468,13 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         fixed = sorted({finding.data["best_fixed"] for _, finding in routers})
         lines.append(f"No router beats the better fixed policy on held-out utility in {len(routers)} pairs (the better "
                      f"fixed policy: {' or '.join(fixed)}); per pair on the dataset pages.")
-    for dataset in found:
-        pairs = [finding for name, finding in of(HEADROOM) if name == dataset]
-        if len(pairs) == 1:
-            lines.append(f"{where(dataset)}{pairs[0].text}")
-        elif pairs:
-            counts = "; ".join(
-                f"`{finding.pair}` {finding.data['gains']} / {finding.data['harms']}" for finding in pairs
-            )
-            lines.append(f"{where(dataset)}Always switching rescues / harms, held-out, of {pairs[0].data['n']} "
-                         f"questions: {counts}.")
+    headrooms = of(HEADROOM)
+    if len(headrooms) == 1:
+        lines.append(f"{where(headrooms[0][0])}{headrooms[0][1].text}")
+    elif headrooms:
+        counts = "; ".join(f"{where(dataset)}`{finding.pair}` {finding.data['gains']} / {finding.data['harms']} of "
+                           f"{finding.data['n']}" for dataset, finding in headrooms)
+        lines.append(f"Always switching rescues / harms, held-out, of the questions: {counts}.")
     usages = of(USAGE)
     if len(usages) == 1:
         lines.append(f"{where(usages[0][0])}{usages[0][1].text}")
