@@ -3,13 +3,15 @@ line (and the ids outside the exported sample), quadratic-weighted kappa on a ha
 design-weighted / confusion-corrected means, and prediction-powered estimates per policy and per policy pair."""
 
 import math
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
-from workflow_scripts.core.contracts import REVIEW_AGREEMENT
+from workflow_scripts.core.contracts import REVIEW_AGREEMENT, REVIEW_SHEETS
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.core.tables import conform
+from workflow_scripts.core.tables import conform, write_report
+from workflow_scripts.jobs.review import judged_items_of
 from workflow_scripts.judging import review
 
 LABELS = {"correctness": (0, 2), "faithfulness": (0, 2)}
@@ -169,9 +171,14 @@ def _stage_inputs(tmp_path):
 def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
     tables = _stage_inputs(tmp_path)
 
+    class Inputs(dict):  # Snakemake's named input list: by attribute and by key
+        __getattr__ = dict.__getitem__
+
+    job = SimpleNamespace(input=Inputs({key: tables[key] for key in ("questions", "units", "answers", *review.JUDGES)}),
+                          params=SimpleNamespace(policies=tables["policies"], runs=tables["runs"]))
+
     def items_of(judge):
-        return review.judged_items(judge, tables["questions"], tables["policies"], tables[judge], tables["answers"],
-                                   tables["runs"], tables["units"])
+        return judged_items_of(job, judge)  # what both review jobs read (workflow_scripts/jobs/review.py)
 
     items = items_of("grounded")
     assert items.height == 12 and set(items["policy"]) == {"keep", "closed_book"}
@@ -179,7 +186,8 @@ def test_review_rules_export_every_policy_and_score_a_filled_sheet(tmp_path):
     assert keep["evidence"] == ["unit text 1", "unit text 2"] and keep["answer"] == "keep says q1"
     assert items.filter(pl.col("item_id") == "q1|closed_book")["evidence"].to_list() == [[]]
     for judge in review.JUDGES:
-        review.export_sheet(judge, items_of(judge), tmp_path / f"{judge}.csv", per_stratum=1, seed=3)
+        write_report(review.export_sheet(judge, items_of(judge), per_stratum=1, seed=3), tmp_path / f"{judge}.csv",
+                     REVIEW_SHEETS[judge])
     sheet = pl.read_csv(tmp_path / "grounded.csv", infer_schema=False)
     assert sheet.height == 6  # one per (policy, correctness level 0/1/2)
     assert sheet.columns == ["item_id", "question", "answer", "references", "evidence", "human_correctness",

@@ -25,7 +25,8 @@ Out (results/<dataset>/answers/ and judgments/):
 - answers/comparisons.csv         paired differences of correctness (as read above) vs the first policy, bootstrap
                                   over groups.
 Every LLM call goes through `llm.generate`, so a rerun is a cache hit and arms share identical prompts. Plain
-functions; the rules' jobs (answers/jobs/<rule>.py) read the Snakemake job and write the tables.
+functions of frames; the rules' jobs (answers/jobs/<rule>.py) read the tables (the two that answer and judge through
+jobs/answers.py) and write them.
 """
 
 import logging
@@ -35,14 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import (
-    COMPARISONS,
-    QUESTIONS,
-    RUNS,
-    SPLITS,
-    UNITS,
-)
-from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.contracts import COMPARISONS
 from workflow_scripts.core.vocabulary import ANSWER_TEMPLATES, CLOSED_BOOK, SCORE_BASES
 from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.judging import judges
@@ -55,20 +49,23 @@ log = logging.getLogger("ragfrontier.answer")
 JUDGES = {"grounded": judges.GROUNDED, "quality": judges.QUALITY}
 
 
-def answered_questions(questions: str, splits: str, answered: Sequence[str], shard: Shard | None) -> pl.DataFrame:
-    """The questions of the `answered` splits (of the job's shard): qid, group_id, text, answers."""
-    table = read_table(splits, SPLITS).filter(pl.col("split").is_in(answered))
-    texts = read_table(questions, QUESTIONS).select("qid", "text", "answers")
+def answered_questions(questions: pl.DataFrame, splits: pl.DataFrame, answered: Sequence[str],
+                       shard: Shard | None) -> pl.DataFrame:
+    """The questions (QUESTIONS) of the `answered` splits (SPLITS) of the job's shard: qid, group_id, text,
+    answers."""
+    table = splits.filter(pl.col("split").is_in(answered))
+    texts = questions.select("qid", "text", "answers")
     texts = texts.join(table.select("qid", "group_id"), on="qid").sort("qid")
     return own_rows(texts, "qid", shard, "questions")
 
 
-def evidence(policy: str, questions: pl.DataFrame, run: str | None, units: str | None) -> dict[str, tuple[str, ...]]:
-    """qid → the policy's evidence texts in rank order, from its arm's `run` and the `units` (none for closed_book)."""
-    if policy == CLOSED_BOOK:
+def evidence(questions: pl.DataFrame, ranked: pl.DataFrame | None,
+             texts: pl.DataFrame | None) -> dict[str, tuple[str, ...]]:
+    """qid → the evidence texts in rank order: the `ranked` rows (RUNS) of the policy's arm with the units' `texts`
+    (unit_id, text); no evidence for any question without a run (closed_book)."""
+    if ranked is None or texts is None:
         return {qid: () for qid in questions["qid"]}
-    ranked = read_table(run, RUNS).filter(pl.col("qid").is_in(questions["qid"].implode()))
-    texts = read_table(units, UNITS, where=("unit_id", ranked["unit_id"].unique()))
+    ranked = ranked.filter(pl.col("qid").is_in(questions["qid"].implode()))
     ranked = ranked.join(texts.select("unit_id", "text"), on="unit_id")
     grouped = ranked.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
     shown = dict(zip(grouped["qid"], grouped["text"].to_list()))

@@ -8,8 +8,9 @@ sample with the same `per_stratum` and `seed` and rejects a sheet with an item_i
 (InputError naming the unmatched ids): labels of items the export did not draw would break the design weights.
 
 In:  a judgments table (item_id, the judge's label columns, the strata columns such as policy, and whatever the
-     reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules build it
-     from the policies' judgments, answers, runs, questions and units (`judged_items`), item_id "<qid>|<policy>".
+     reviewer should see: question, answer, references, evidence); later the reviewed CSV. The rules' jobs read
+     the policies' judgments, answers, runs, questions and units (jobs/review.py) and build it (`judged_items`),
+     item_id "<qid>|<policy>".
 Out: `export_review` returns the review sheet (item_id, the shown columns — a list of strings as one "- item" line per
      element — one empty `human_<label>` column per label, and `notes`); `import_review` returns item_id +
      `human_<label>` (Int8, null = not reviewed); `agreement` returns, per label and group (e.g. policy, plus
@@ -65,16 +66,7 @@ from pathlib import Path
 
 import polars as pl
 
-from workflow_scripts.core.contracts import (
-    GENERATIONS,
-    JUDGMENTS_GROUNDED,
-    JUDGMENTS_QUALITY,
-    QUESTIONS,
-    REVIEW_SHEETS,
-    RUNS,
-    UNITS,
-)
-from workflow_scripts.core.tables import read_table, write_report
+from workflow_scripts.core.contracts import JUDGMENTS_GROUNDED, JUDGMENTS_QUALITY
 from workflow_scripts.core.vocabulary import STUDY_C_METRICS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.judging.ppi import Arm, Estimate, make_arm, ppi_difference, ppi_mean
@@ -311,50 +303,37 @@ def _ppi_columns(estimate: Estimate | None) -> dict[str, object]:
             "ppi_status": estimate.status, "ppi_lambda": " / ".join(f"{lam:.3f}" for lam in estimate.lam) or None}
 
 
-# ---- what the rules read ------------------------------------------------------------------------------------
+# ---- what the rules' jobs hand over (jobs/review.py reads it)
 
 
-def _evidence(run_path: str | None, units_path: str) -> dict[str, list[str]]:
-    """qid → the texts of the units shown with the answer, in rank order (none without a run: closed_book); only
-    those units' texts are read."""
-    if run_path is None:
-        return {}
-    run = read_table(run_path, RUNS)
-    units = read_table(units_path, UNITS, where=("unit_id", run["unit_id"].unique()), columns=["unit_id", "text"])
-    run = run.join(units, on="unit_id")
+def shown_evidence(run: pl.DataFrame, units: pl.DataFrame) -> dict[str, list[str]]:
+    """qid → the texts of the units (unit_id, text) shown with the answer, in the `run`'s rank order (RUNS)."""
+    run = run.join(units.select("unit_id", "text"), on="unit_id")
     shown = run.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("text"))
     return dict(zip(shown["qid"].to_list(), shown["text"].to_list()))
 
 
-def judged_items(judge: str, questions: str, policies: Sequence[str], judged: Sequence[str], answers: Sequence[str],
-                 runs: Mapping[str, str | None], units: str) -> pl.DataFrame:
+def judged_items(judge: str, questions: pl.DataFrame, judged: Mapping[str, pl.DataFrame],
+                 answers: Mapping[str, pl.DataFrame], shown: Mapping[str, Mapping[str, list[str]]]) -> pl.DataFrame:
     """One row per judged answer of every policy: item_id "<qid>|<policy>", policy, the judge's labels and SHOWN;
-    `judged` and `answers` are the policies' judgment and answer tables in `policies` order, `runs` their arms' runs
-    (None: closed_book)."""
-    contract, labels, _ = JUDGES[judge]
-    texts = read_table(questions, QUESTIONS).select("qid", pl.col("text").alias("question"),
-                                                    pl.col("answers").alias("references"))
+    per policy (in `judged`'s order) its judgments (the judge's contract), its answers (GENERATIONS) and the
+    evidence it showed (`shown_evidence`; empty for closed_book); `questions` is QUESTIONS."""
+    _, labels, _ = JUDGES[judge]
+    texts = questions.select("qid", pl.col("text").alias("question"), pl.col("answers").alias("references"))
     tables = []
-    for policy, judgments, answered in zip(policies, judged, answers):
-        shown = _evidence(runs[policy], units)
+    for policy, judgments in judged.items():
         table = (
-            read_table(judgments, contract)
-            .select(
+            judgments.select(
                 pl.col("item_id").alias("qid"),
                 *labels,
                 *(column for column in scored_columns(judge) if column not in labels),
             )
-            .join(
-                read_table(answered, GENERATIONS).select(
-                    pl.col("request_id").alias("qid"), pl.col("text").alias("answer")
-                ),
-                on="qid",
-            )
+            .join(answers[policy].select(pl.col("request_id").alias("qid"), pl.col("text").alias("answer")), on="qid")
             .join(texts, on="qid")
         )
         tables.append(table.with_columns(
             pl.concat_str("qid", pl.lit(policy), separator="|").alias("item_id"), pl.lit(policy).alias("policy"),
-            pl.Series("evidence", [shown.get(qid, []) for qid in table["qid"]], dtype=pl.List(pl.String)),
+            pl.Series("evidence", [shown[policy].get(qid, []) for qid in table["qid"]], dtype=pl.List(pl.String)),
         ))
     return pl.concat(tables).sort("item_id")
 
@@ -366,13 +345,12 @@ def scored_columns(judge: str, scoring: str = "expected") -> dict[str, str]:
     return {label: f"{label}_expected" if scoring == "expected" else label for label in labels}
 
 
-def export_sheet(judge: str, items: pl.DataFrame, path: Path, per_stratum: int, seed: int) -> pl.DataFrame:
-    """Rule review_export's work for one judge: its blind review sheet at `path`; returns the sample drawn."""
+def export_sheet(judge: str, items: pl.DataFrame, per_stratum: int, seed: int) -> pl.DataFrame:
+    """Rule review_export's work for one judge: its blind review sheet (REVIEW_SHEETS[judge])."""
     _, labels, level = JUDGES[judge]
     sheet, sample = export_review(items, labels, ["policy", level], per_stratum, seed, SHOWN)
-    write_report(sheet, path, REVIEW_SHEETS[judge])
-    log.info("review %s: %d items to review in %s", judge, sample.height, path)
-    return sample
+    log.info("review %s: %d items to review", judge, sample.height)
+    return sheet
 
 
 def judge_agreement(judge: str, items: pl.DataFrame, reviewed: Path, per_stratum: int, seed: int, min_reviewed: int,

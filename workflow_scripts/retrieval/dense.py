@@ -26,7 +26,7 @@ from workflow_scripts.core import models
 from workflow_scripts.core.atomic import atomic_file
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
 from workflow_scripts.core.contracts import EMBEDDING_CACHE, QUESTIONS, QUESTION_VECTORS, RANKING, UNITS, UNIT_VECTORS
-from workflow_scripts.core.tables import TableWriter, conform, read_table, table_batches, table_rows
+from workflow_scripts.core.tables import TableWriter, conform, table_batches, table_rows
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import model_fingerprint
 from workflow_scripts.core.shards import Shard, owned_batches
@@ -279,24 +279,25 @@ def index_dense(vectors: str, spec: Mapping[str, Any], output: Path) -> None:
     save_index(index, output)
 
 
-def retrieve_dense(questions: str, question_vectors: str, vectors: str, index: str | None, scope: str,
-                   depth: int) -> tuple[pl.DataFrame, list[str]]:
-    """Rule retrieve_dense's work: questions, their vectors, unit vectors (+ the `index` for global scope) → the
-    first-stage RANKING and the questions with empty text. Global scope reads the unit ids and the index only:
+def retrieve_dense(
+    asked: pl.DataFrame,
+    embedded: pl.DataFrame,
+    units: pl.DataFrame,
+    unit_vectors: np.ndarray | None,
+    index: faiss.Index | None,
+    scope: str,
+    depth: int,
+    files: tuple[str, str] = ("the question vectors", "the questions"),
+) -> tuple[pl.DataFrame, list[str]]:
+    """Rule retrieve_dense's work: the questions (QUESTIONS), their vectors (QUESTION_VECTORS, in the questions'
+    order), the units' ids (and group_id for group scope) with their vectors (group scope) or the FAISS `index`
+    (global scope) → the first-stage RANKING and the questions with empty text. Global scope needs no vector matrix:
     candidates are rescored with their vectors as the index stores them (the very floats of unit_vectors), so the
-    job holds the index, not a second copy of it."""
-    asked = read_table(questions, QUESTIONS)
-    embedded = read_table(question_vectors, QUESTION_VECTORS)
+    job holds the index, not a second copy of it. `files` names the vectors' and the questions' files in errors."""
     if embedded["qid"].to_list() != asked["qid"].to_list():
-        raise InputError(f"{question_vectors} does not list the questions of {questions} in order; rerun embed_units")
-    query_vectors = _vectors(embedded)
-    if scope == "global":
-        units = read_table(vectors, UNIT_VECTORS, columns=["unit_id"])
-        unit_vectors, unit_groups, loaded = None, [], load_index(Path(index))
-    else:
-        units = read_table(vectors, UNIT_VECTORS, columns=["unit_id", "group_id"])
-        unit_vectors, unit_groups, loaded = read_vectors(vectors), units["group_id"].to_list(), None
-    ranking, empty = search(asked, query_vectors, units["unit_id"].to_list(), unit_groups, unit_vectors, loaded,
+        raise InputError(f"{files[0]} does not list the questions of {files[1]} in order; rerun embed_units")
+    unit_groups = units["group_id"].to_list() if scope != "global" else []
+    ranking, empty = search(asked, _vectors(embedded), units["unit_id"].to_list(), unit_groups, unit_vectors, index,
                             depth, scope)
     log.info("dense %s: %d questions ranked, %d with empty text", scope, ranking["qid"].n_unique(), len(empty))
     return ranking, empty

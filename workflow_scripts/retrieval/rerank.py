@@ -40,8 +40,7 @@ import polars as pl
 
 from workflow_scripts.core import models
 from workflow_scripts.core.cache import append_cache, content_key, read_cache
-from workflow_scripts.core.contracts import QUESTIONS, SCORE_CACHE, UNITS
-from workflow_scripts.core.tables import read_table
+from workflow_scripts.core.contracts import SCORE_CACHE
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.shards import Shard, own_rows
 from workflow_scripts.core.vocabulary import RERANKER_KINDS
@@ -217,15 +216,19 @@ def candidate_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str
     return pl.concat(pools).unique().sort(["qid", "unit_id"])
 
 
-def rerank(name: str, spec: Mapping[str, Any], arms: Mapping[str, Mapping[str, Any]],
-           rankings: Mapping[str, pl.DataFrame], shard: Shard | None, units: str, questions: str, title: str,
-           model_cache: Path, cache: Path) -> pl.DataFrame:
-    """Rule rerank's work: reranker `name` (its config `spec`) scores every candidate pair of the `arms` that use it,
-    once (of the job's shard); RERANK_SCORES rows (qid, unit_id, rerank_score)."""
-    pairs = own_rows(candidate_pairs(arms, rankings), "qid", shard, "questions with candidates")
-    texts = read_table(units, UNITS, where=("unit_id", pairs["unit_id"].unique()))
-    texts = pl.DataFrame({"unit_id": texts["unit_id"], "unit_text": unit_texts(texts, title)})
-    queries = read_table(questions, QUESTIONS).select("qid", pl.col("text").alias("query"))
+def shard_pairs(arms: Mapping[str, Mapping[str, Any]], rankings: Mapping[str, pl.DataFrame],
+                shard: Shard | None) -> pl.DataFrame:
+    """The candidate pairs of the `arms` (`candidate_pairs`) whose question belongs to the job's shard."""
+    return own_rows(candidate_pairs(arms, rankings), "qid", shard, "questions with candidates")
+
+
+def rerank(name: str, spec: Mapping[str, Any], pairs: pl.DataFrame, units: pl.DataFrame, questions: pl.DataFrame,
+           title: str, model_cache: Path, cache: Path) -> pl.DataFrame:
+    """Rule rerank's work: reranker `name` (its config `spec`) scores every candidate pair (`shard_pairs`) once,
+    with the pairs' `units` (UNITS) and the `questions` (QUESTIONS); RERANK_SCORES rows (qid, unit_id,
+    rerank_score)."""
+    texts = pl.DataFrame({"unit_id": units["unit_id"], "unit_text": unit_texts(units, title)})
+    queries = questions.select("qid", pl.col("text").alias("query"))
     pairs = pairs.join(queries, on="qid").join(texts, on="unit_id")
     scorer = load_scorer(spec["kind"], spec["model"], model_cache, spec["device"], spec["max_passage_tokens"])
     scored = score_pairs(pairs["query"].to_list(), pairs["unit_text"].to_list(), scorer, cache, spec["batch_size"])

@@ -11,15 +11,15 @@ from typing import Any
 from workflow_scripts.answers import answering
 from workflow_scripts.core.contracts import GENERATIONS
 from workflow_scripts.core.tables import write_table
-from workflow_scripts.jobs.runtime import run_job, shard_of
+from workflow_scripts.jobs.answers import answered_inputs
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 
 
 def main(smk: Any) -> None:
     policy = smk.wildcards.policy
-    questions = answering.answered_questions(smk.input.questions, smk.input.splits, smk.params.splits, shard_of(smk))
-    shown = answering.evidence(policy, questions, smk.input.get("run"), smk.input.get("units"))
+    questions, shown = answered_inputs(smk)
     requests = answering.answer_requests(policy, questions, shown, load_templates(smk.params.prompts))
     engine = llm.load_engine(smk.params.generator, Path(smk.params.model_cache), "models.generator")
     write_table(llm.generate(requests, engine, Path(smk.params.cache)), smk.output.answers, GENERATIONS)

@@ -12,15 +12,15 @@ from typing import Any
 from workflow_scripts.answers import answering
 from workflow_scripts.core.contracts import GENERATIONS
 from workflow_scripts.core.tables import read_table, write_table
-from workflow_scripts.jobs.runtime import run_job, shard_of
+from workflow_scripts.jobs.answers import answered_inputs
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.judging import judges
 from workflow_scripts.llm import engine as llm
 from workflow_scripts.llm.rendering import load_templates
 
 
 def main(smk: Any) -> None:
-    questions = answering.answered_questions(smk.input.questions, smk.input.splits, smk.params.splits, shard_of(smk))
-    shown = answering.evidence(smk.wildcards.policy, questions, smk.input.get("run"), smk.input.get("units"))
+    questions, shown = answered_inputs(smk)
     items = answering.judge_items(questions, shown, read_table(smk.input.answers, GENERATIONS))
     templates = load_templates(smk.params.prompts)
     engine = llm.load_engine(smk.params.judge, Path(smk.params.model_cache), "models.judge")

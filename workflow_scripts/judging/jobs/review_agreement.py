@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from workflow_scripts.core.contracts import REVIEW_AGREEMENT
-from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.core.tables import write_report
+from workflow_scripts.jobs.review import judged_items_of
+from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.judging import review
 
 
 def main(smk: Any) -> None:
     judge = smk.wildcards.judge
-    items = review.judged_items(judge, smk.input.questions, smk.params.policies, smk.input[judge], smk.input.answers,
-                                smk.params.runs, smk.input.units)
+    items = judged_items_of(smk, judge)
     table = review.judge_agreement(judge, items, Path(smk.input.reviewed), smk.params.per_stratum, smk.params.seed,
                                    smk.params.ppi_min_reviewed, smk.params.scoring)
     write_report(table, Path(smk.output.agreement), REVIEW_AGREEMENT)

@@ -5,18 +5,19 @@ In:  the questions, units, every policy's answers, runs and both judges' judgmen
 Out: results/<dataset>/review/grounded_sample.csv and quality_sample.csv.
 """
 
-from pathlib import Path
 from typing import Any
 
+from workflow_scripts.core.contracts import REVIEW_SHEETS
+from workflow_scripts.core.tables import write_report
+from workflow_scripts.jobs.review import judged_items_of
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.judging import review
 
 
 def main(smk: Any) -> None:
     for judge in review.JUDGES:
-        items = review.judged_items(judge, smk.input.questions, smk.params.policies, smk.input[judge],
-                                    smk.input.answers, smk.params.runs, smk.input.units)
-        review.export_sheet(judge, items, Path(smk.output[judge]), smk.params.per_stratum, smk.params.seed)
+        sheet = review.export_sheet(judge, judged_items_of(smk, judge), smk.params.per_stratum, smk.params.seed)
+        write_report(sheet, smk.output[judge], REVIEW_SHEETS[judge])
 
 
 if __name__ == "__main__":

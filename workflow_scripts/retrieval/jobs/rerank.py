@@ -9,17 +9,19 @@ Out: results/<dataset>/rerank/<reranker>.parquet (RERANK_SCORES).
 from pathlib import Path
 from typing import Any
 
-from workflow_scripts.core.contracts import RANKING, RERANK_SCORES
+from workflow_scripts.core.contracts import QUESTIONS, RANKING, RERANK_SCORES, UNITS
 from workflow_scripts.core.tables import read_table, write_table
 from workflow_scripts.jobs.runtime import run_job, shard_of
-from workflow_scripts.retrieval.rerank import rerank
+from workflow_scripts.retrieval.rerank import rerank, shard_pairs
 
 
 def main(smk: Any) -> None:
     rankings = {key: read_table(path, RANKING) for key, path in smk.input.items() if key not in ("units", "questions")}
-    table = rerank(smk.wildcards.reranker, smk.params.reranker, smk.params.arms, rankings, shard_of(smk),
-                   smk.input.units, smk.input.questions, smk.params.title, Path(smk.params.model_cache),
-                   Path(smk.params.cache))
+    pairs = shard_pairs(smk.params.arms, rankings, shard_of(smk))
+    units = read_table(smk.input.units, UNITS, where=("unit_id", pairs["unit_id"].unique()))  # the pairs' units only
+    questions = read_table(smk.input.questions, QUESTIONS)
+    table = rerank(smk.wildcards.reranker, smk.params.reranker, pairs, units, questions, smk.params.title,
+                   Path(smk.params.model_cache), Path(smk.params.cache))
     write_table(table, smk.output.scores, RERANK_SCORES)
 
 
