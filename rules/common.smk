@@ -7,7 +7,7 @@ import sys
 
 from snakemake.logging import logger
 
-from workflow_scripts.config.validate import validate_config
+from workflow_scripts.config.validate import environment_warnings, validate_config
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core import vocabulary
 from workflow_scripts.core.vocabulary import is_closed_book_pair
@@ -18,6 +18,8 @@ try:
     validate_config(config)
 except InputError as error:
     sys.exit(f"ragfrontier: ERROR: {error}")
+for warning in environment_warnings(config):
+    logger.warning(f"ragfrontier: WARNING: {warning}")
 
 DATASETS = sorted(config["datasets"])
 POLICIES = config["generation"]["policies"]

@@ -133,3 +133,24 @@ def test_llm_prices_are_checked_and_share_one_currency(config):
         validate_config(copy.deepcopy(config))
     config["models"]["judge"]["prices"]["currency"] = "USD"
     validate_config(config)
+
+
+def test_a_vllm_block_without_vllm_is_said_when_the_config_is_read(config, monkeypatch, tmp_path):
+    """models.generator.backend: vllm where no interpreter has vLLM: a warning naming the key and `./setup.sh --vllm`
+    (the job would fail later with the same words); none for transformers or a named vllm.python."""
+    import importlib.util
+
+    from workflow_scripts.config.validate import environment_warnings
+    from workflow_scripts.llm.backends import vllm
+
+    monkeypatch.setattr(vllm, "VLLM_ENV", tmp_path / ".venv-vllm")  # not built
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "vllm" else real_find_spec(name, *rest))
+    validate_config(config)
+    assert environment_warnings(config) == []  # the demo's models run on transformers
+    config["models"]["generator"] = {"backend": "vllm", "model": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+    validate_config(config)
+    (warning,) = environment_warnings(config)
+    assert warning.startswith("backend 'vllm' needs vLLM") and "./setup.sh --vllm" in warning
+    assert "models.generator.vllm.python" in warning

@@ -114,6 +114,25 @@ def check_models(config: dict[str, Any]) -> None:
     load_templates(config["prompts"])
 
 
+def environment_warnings(config: dict[str, Any]) -> list[str]:
+    """What this environment lacks for the config, said when the config is read (rules/common.smk prints each as a
+    warning; the job that needs it fails with the same words): an LLM block with backend vllm where no interpreter
+    has vLLM (`./setup.sh --vllm` builds .venv-vllm). A warning, not an error: with `--software-deployment-method
+    conda` the jobs run in envs/gpu.yaml, which has vLLM while the process reading the config may not."""
+    from workflow_scripts.llm.backends.vllm import vllm_python
+    from workflow_scripts.llm.settings import engine_config
+
+    warnings = []
+    for role in ("generator", "judge"):
+        where = f"models.{role}"
+        if config["models"][role]["backend"] == "vllm":
+            try:
+                vllm_python(engine_config(config["models"][role], where), where)
+            except InputError as error:
+                warnings.append(str(error))
+    return warnings
+
+
 def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """What is inconsistent in one arm: sizes, its reranker, its datasets."""
     problems = []
