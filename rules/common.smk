@@ -245,6 +245,7 @@ def final_targets():
         targets += routing_targets(dataset)  # rules/route.smk
         targets += answer_targets(dataset)  # rules/answer.smk
         targets += review_targets(dataset)  # rules/review.smk
+        targets += multistep_targets(dataset)  # rules/multistep.smk
         targets += report_targets(dataset)  # rules/report.smk
         targets += study_c_targets(dataset)  # rules/study_c.smk
     return targets + [output_of("summary", "summary")]

@@ -154,3 +154,19 @@ def test_a_vllm_block_without_vllm_is_said_when_the_config_is_read(config, monke
     (warning,) = environment_warnings(config)
     assert warning.startswith("backend 'vllm' needs vLLM") and "./setup.sh --vllm" in warning
     assert "models.generator.vllm.python" in warning
+
+
+def test_a_multistep_policy_names_a_bm25_arm_a_known_strategy_and_k_at_least_one(config):
+    config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "keep"}}}
+    with pytest.raises(InputError, match=r"multistep.policies.chain.arm = 'keep' is not a bm25 arm without a reranker"):
+        validate_config(copy.deepcopy(config))
+    config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "nope"}}}
+    with pytest.raises(InputError, match=r"multistep.policies.chain.arm = 'nope' names no arms entry"):
+        validate_config(copy.deepcopy(config))
+    config["multistep"] = {"policies": {"chain": {"strategy": "flare", "arm": "bm25", "k": 0}}}
+    with pytest.raises(InputError) as raised:
+        validate_config(copy.deepcopy(config))
+    assert "multistep.policies.chain.strategy" in str(raised.value) and "multistep.policies.chain.k" in str(raised.value)
+    config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "bm25", "per_step": 4, "total": 2}}}
+    with pytest.raises(InputError, match="total = 2 is smaller than per_step = 4"):
+        validate_config(copy.deepcopy(config))

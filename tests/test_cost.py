@@ -372,3 +372,27 @@ def test_a_new_stage_enters_the_ledger_by_declaring_a_kind(study_a, tmp_path):
     assert answers["money"].is_not_null().all() and set(answers["currency"]) == {"USD"}
     with pytest.raises(InputError, match=r"source 'expand_queries' / 't5' declares kind 'fusion'; known kinds"):
         ledger_of([{**new[0], "kind": "fusion"}], study_a["questions"], "d")
+
+
+def test_a_multistep_policy_costs_its_steps_searches_sequences_and_tokens(tmp_path, study_a):
+    """Retrieval calls = the steps a question took, LLM calls = the sequences generated, tokens summed over its
+    steps; the job's seconds split evenly over all steps; money at the generator's prices."""
+    from workflow_scripts.core.contracts import TRAJECTORIES
+    from workflow_scripts.core.tables import frame
+
+    steps = {QIDS[0]: 3, QIDS[1]: 1, QIDS[2]: 2, QIDS[3]: 2}
+    rows = [{"qid": qid, "group_id": "g", "step": step, "query": "q", "unit_ids": [], "scores": [], "new_units": 0,
+             "added_units": 0, "evidence_ids": [], "thought": "", "answer": "a", "answer_status": "ok",
+             "answer_entropy": None, "answer_min_prob": None, "sequences": 2, "prompt_tokens": 100,
+             "completion_tokens": 10, "seconds": 0.5, "stop": "cap" if step == count else None}
+            for qid, count in steps.items() for step in range(1, count + 1)]
+    path = tmp_path / "trajectories.parquet"
+    frame(rows, TRAJECTORIES).write_parquet(path)
+    source = {"stage": "multistep_trajectories", "kind": "multistep", "component": "ircot", "tables": [str(path)],
+              "prices": USD, "contracts": [TRAJECTORIES], "benchmarks": [bench(tmp_path / "m.tsv", 16.0)]}
+    table = cost_ledger.stage_rows(job_costs.measured(source), study_a["questions"]).sort("qid")
+    assert table["retrieval_calls"].to_list() == [steps[qid] for qid in sorted(steps)]
+    assert table["llm_calls"].to_list() == [2 * steps[qid] for qid in sorted(steps)]
+    assert table["seconds"].to_list() == [2.0 * steps[qid] for qid in sorted(steps)]  # 16 s over 8 steps
+    assert table["prompt_tokens"].to_list() == [100 * steps[qid] for qid in sorted(steps)]
+    assert table["money"].is_not_null().all() and set(table["basis"]) == {"job_even"}

@@ -84,6 +84,19 @@ def test_study_b_answers_every_policy_per_dataset_and_routes_each_pool(tmp_path,
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
+def test_study_b_multistep_logs_every_policys_path_per_dataset_beside_the_closed_book_answers(tmp_path, project_root):
+    """Two multi-step policies on HotpotQA and MuSiQue: a trajectory and its effects each, reading the closed-book
+    answers of the one Study B pair."""
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b_multistep"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "index_bm25", "generate_answers", "multistep_trajectories",
+                                              "multistep_effects", "route_labels")} == {
+        "ingest": 2, "index_bm25": 2, "generate_answers": 4, "multistep_trajectories": 4, "multistep_effects": 4,
+        "route_labels": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_data
 def test_study_b_judge_answers_judges_and_validates_every_dataset(tmp_path, project_root):
     """Closed book and the global pool on HotpotQA, MuSiQue and 2Wiki: every answer judged and validated."""
     jobs = planned_jobs(study_workdir(tmp_path, project_root, "study_b_judge"))

@@ -13,7 +13,7 @@ from conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "workflow_scripts"
 STAGES = {"config", "core", "stats", "ingest", "retrieval", "llm", "judging", "answers", "routing", "cost", "report",
-          "study_c", "jobs"}  # `jobs`: the job layer's runtime and generic gather, above every library package
+          "study_c", "multistep", "jobs"}  # `jobs`: the job layer's runtime and generic gather, above every library package
 
 
 def module_name(path: Path) -> str:

@@ -13,9 +13,13 @@ def answered_policies(dataset):
 
 def cost_sources(wildcards):
     """Every per-query stage instance of the dataset the ledger prices, as each stage's inputs file declares it
-    (rules/inputs/retrieve.smk, rules/inputs/answer.smk). A routing pair's own stage (its features) is not among
-    them: route_costs adds it (`pair_sources`)."""
-    return retrieval_cost_sources(wildcards.dataset) + answer_cost_sources(wildcards.dataset)
+    (rules/inputs/retrieve.smk, rules/inputs/answer.smk, rules/inputs/multistep.smk). A routing pair's own stage
+    (its features) is not among them: route_costs adds it (`pair_sources`)."""
+    return (
+        retrieval_cost_sources(wildcards.dataset)
+        + answer_cost_sources(wildcards.dataset)
+        + multistep_cost_sources(wildcards.dataset)
+    )
 
 
 def cost_source_files(wildcards):
@@ -52,13 +56,13 @@ def report_targets(dataset):
 
 def summary_tables():
     """Every table and stage report the summary shows, in the order it shows them: per dataset, generated
-    questions, retrieval metrics, cost per stage, answers, routing and cost per pair, Study C and the judge
-    validation. Each entry: its dataset, routing pair ("" for a dataset-wide one), path, and contract (or Document),
-    which says how the summary shows it (workflow_scripts/core/contracts.py)."""
+    questions, retrieval metrics, cost per stage, answers, routing and cost per pair, multi-step policies, Study C
+    and the judge validation. Each entry: its dataset, routing pair or multi-step policy ("" for a dataset-wide
+    one), path, and contract (or Document), which says how the summary shows it (workflow_scripts/core/contracts.py)."""
     entries = []
 
-    def show(dataset, rule, key, spec, pair=""):
-        wildcards = {"dataset": dataset} | ({"pair": pair} if pair else {})
+    def show(dataset, rule, key, spec, pair="", wildcard="pair"):
+        wildcards = {"dataset": dataset} | ({wildcard: pair} if pair else {})
         entries.append({"dataset": dataset, "pair": pair, "path": output_of(rule, key, **wildcards), "spec": spec})
 
     for dataset in DATASETS:
@@ -82,6 +86,10 @@ def summary_tables():
             show(dataset, "route_costs", "policies_csv", contracts.POLICY_COSTS, pair)
             show(dataset, "route_costs", "reuse_csv", contracts.REUSE_COSTS, pair)
             show(dataset, "route_costs", "frontiers", contracts.COST_FRONTIERS, pair)
+        for policy in multistep_policies(dataset):
+            show(dataset, "multistep_effects", "curve", contracts.MULTISTEP_CURVE, policy, "policy")
+            show(dataset, "multistep_effects", "comparisons", contracts.MULTISTEP_COMPARISONS, policy, "policy")
+            show(dataset, "multistep_effects", "stops", contracts.MULTISTEP_STOPS, policy, "policy")
         if study_c_targets(dataset):  # the tables its findings read, and all of them in Markdown
             show(dataset, "study_c_tables", "retrieval", contracts.STUDY_C_RETRIEVAL)
             show(dataset, "study_c_tables", "paired_retrieval", contracts.STUDY_C_PAIRED_RETRIEVAL)

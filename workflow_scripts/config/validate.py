@@ -40,6 +40,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_study_c(config)
     check_review(config)
     check_judging(config)
+    check_multistep(config)
     return config
 
 
@@ -320,5 +321,28 @@ def check_study_c(config: dict[str, Any]) -> None:
         problems.append(
             f"study_c.top_k ({study['top_k']}) must be <= study_c.rerank_candidates ({study['rerank_candidates']})"
         )
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def check_multistep(config: dict[str, Any]) -> None:
+    """Each multi-step policy names an existing BM25 arm without a reranker (a step searches its first stage in its
+    scope), holds at least a step's units in its evidence, and runs on configured datasets."""
+    problems = []
+    for name, policy in config["multistep"]["policies"].items():
+        where = f"multistep.policies.{name}"
+        arm = config["arms"].get(policy["arm"])
+        if arm is None:
+            problems.append(f"{where}.arm = {policy['arm']!r} names no arms entry; defined: {sorted(config['arms'])}")
+        elif arm["first_stage"] != "bm25" or arm["rerank"] is not None:
+            problems.append(f"{where}.arm = {policy['arm']!r} is not a bm25 arm without a reranker (first_stage "
+                            f"{arm['first_stage']}, rerank {arm['rerank']}): a step searches BM25 in the arm's scope")
+        if policy["total"] < policy["per_step"]:
+            problems.append(f"{where}.total = {policy['total']} is smaller than per_step = {policy['per_step']}")
+        unknown = sorted(set(policy.get("datasets", [])) - set(config["datasets"]))
+        if unknown:
+            problems.append(f"{where}.datasets: {unknown} are not configured datasets")
+        if name == CLOSED_BOOK:
+            problems.append(f"{where}: {CLOSED_BOOK!r} is reserved for answering without retrieval")
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))

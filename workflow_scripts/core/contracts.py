@@ -41,6 +41,7 @@ from workflow_scripts.core.vocabulary import (
     SCORE_BASES,
     SPLIT_ORDER,
     STATUSES,
+    STOP_REASONS,
     STRATEGIES,
     STUDY_C_METRICS,
     TOKEN_COLUMNS,
@@ -559,6 +560,115 @@ COMPARISONS = Contract(  # answers/answering.py comparisons, stats/paired.py com
     about="Mean per-question difference a − b of judged correctness, CI from a bootstrap over groups, paired "
           "permutation p.",
     landing=("a", "b", "estimate", "low", "high", "p_permutation", "p_floor", "n", "n_groups", "win", "tie", "loss"),
+)
+
+
+# --- Multi-step retrieval (multistep/loop.py): one row per question × step taken
+
+TRAJECTORIES = Contract(
+    name="trajectories",
+    columns={
+        "qid": Column(pl.String()),
+        "group_id": Column(pl.String(), doc="the question's paper or context (the bootstrap's resampling unit)"),
+        "step": Column(pl.Int32(), doc="1 … K; a step is one retrieval call"),
+        "query": Column(pl.String(), doc="what the step searched: the question at step 1, then as the strategy says"),
+        "unit_ids": Column(pl.List(pl.String()), doc="the units the step retrieved, best first (its per_step first)"),
+        "scores": Column(pl.List(pl.Float64()), doc="their retrieval scores"),
+        "new_units": Column(pl.Int32(), doc="retrieved units not already in the evidence"),
+        "added_units": Column(pl.Int32(), doc="of those, how many joined it (the evidence holds at most `total`)"),
+        "evidence_ids": Column(pl.List(pl.String()), doc="the evidence after the step, in the order it came"),
+        "thought": Column(pl.String(), doc="what the step wrote: the chain-of-thought sentence (ircot) or its "
+                          "answer (iter_retgen); '' when that request failed"),
+        "answer": Column(pl.String(), nullable=True, doc="the answer forced from the evidence so far (null: failed)"),
+        "answer_status": Column(pl.String(), doc="ok | error: the forced answer's request"),
+        "answer_entropy": Column(pl.Float64(), nullable=True, doc="its mean next-token entropy, nats"),
+        "answer_min_prob": Column(pl.Float64(), nullable=True, doc="its lowest token probability"),
+        "sequences": Column(pl.Int32(), doc="sequences generated at the step (thought and forced answer)"),
+        "prompt_tokens": Column(pl.Int32(), doc="their prompt tokens (0 where a server did not say)"),
+        "completion_tokens": Column(pl.Int32(), doc="their generated tokens"),
+        "seconds": Column(pl.Float64(), doc="their wall seconds, batch time apportioned by tokens"),
+        "stop": Column(pl.String(), nullable=True, doc="on a question's last step, why it stopped: answered (the "
+                       "chain wrote its answer marker) | rule (an online stop rule) | cap (step K: for ircot a forced "
+                       "stop); null on the steps before"),
+    },
+    key=("qid", "step"),
+    enums={"answer_status": frozenset({"ok", "error"}), "stop": frozenset(STOP_REASONS)},
+)
+
+
+MULTISTEP_TABLES = "results/<dataset>/multistep/<policy>/"
+
+MULTISTEP_CURVE = Contract(  # multistep/effects.py curve
+    name="multistep_curve",
+    file=MULTISTEP_TABLES + "curve.csv",
+    columns={
+        "policy": Column(pl.String(), doc="k=1 … k=K (each question answers at step min(K, where its chain ended)) | "
+                         "oracle (each question at its best step: an upper bound no stop rule can pass)"),
+        "n": Column(pl.Int64(), doc="questions scored (with reference answers, the answer not failed)"),
+        "failed": Column(pl.Int64(), doc="questions whose forced answer at that step failed"),
+        "n_groups": Column(pl.Int64()),
+        "mean": Column(pl.Float64(), doc="mean correctness (multistep.scorer)"),
+        "low": Column(pl.Float64()),
+        "high": Column(pl.Float64()),
+        "calls": Column(pl.Float64(), doc="mean retrieval calls per question"),
+    },
+    key=("policy",),
+    title="Multi-step: correctness at each fixed K and at the oracle stop",
+    about="Mean correctness per step cap K (a question keeps its last answer once its chain ended) and at each "
+    "question's best step, CI from a bootstrap over groups, mean retrieval calls.",
+)
+
+MULTISTEP_COMPARISONS = Contract(  # multistep/effects.py comparisons
+    name="multistep_comparisons",
+    file=MULTISTEP_TABLES + "comparisons.csv",
+    columns={
+        **COMPARISONS.columns,
+        "a": Column(pl.String(), doc="k=s"),
+        "b": Column(pl.String(), doc="k=s−1 (the extra step), k=1 (single-step retrieval) or closed_book"),
+        "win": Column(pl.Float64(), doc="share of questions a rescues (correct under a, not under b)"),
+        "loss": Column(pl.Float64(), doc="share of questions a harms (correct under b, not under a)"),
+    },
+    key=("a", "b"),
+    enums=COMPARISONS.enums,
+    title="Multi-step: what each extra step rescues and harms",
+    about="Paired correctness differences a − b: each step against the one before, against one step and against "
+    "closed book; win = rescued, loss = harmed; CI from a bootstrap over groups, paired permutation p.",
+    landing=("a", "b", "estimate", "low", "high", "p_permutation", "n", "win", "loss"),
+)
+
+MULTISTEP_STOPS = Contract(  # multistep/effects.py stop_table
+    name="multistep_stops",
+    file=MULTISTEP_TABLES + "stops.csv",
+    columns={
+        "rule": Column(pl.String(), doc="chain (each path's own end: its answer marker or K) | min_prob>=p | "
+                       "entropy<=h | new_units<n (multistep/stops.py), replayed on the trajectories"),
+        "n": Column(pl.Int64()),
+        "failed": Column(pl.Int64()),
+        "n_groups": Column(pl.Int64()),
+        "mean": Column(pl.Float64(), doc="mean correctness at the step the rule stops"),
+        "low": Column(pl.Float64()),
+        "high": Column(pl.Float64()),
+        "calls": Column(pl.Float64(), doc="mean retrieval calls per question"),
+        "sequences": Column(pl.Float64(), doc="mean generated sequences per question"),
+        "prompt_tokens": Column(pl.Float64()),
+        "completion_tokens": Column(pl.Float64()),
+        "seconds": Column(pl.Float64(), doc="mean generation seconds per question"),
+        "at_cap": Column(pl.Int64(), doc="questions the rule leaves at step K without an answer (forced stops)"),
+        "matched": Column(pl.String(), doc="the fixed K whose mean calls are nearest the rule's"),
+        "matched_calls": Column(pl.Float64()),
+        "delta_estimate": Column(pl.Float64(), doc="mean correctness, rule − matched fixed K (paired)"),
+        "delta_low": Column(pl.Float64()),
+        "delta_high": Column(pl.Float64()),
+        "p_permutation": COMPARISONS.columns["p_permutation"],
+        "p_floor": COMPARISONS.columns["p_floor"],
+        "confidence": Column(pl.Float64()),
+    },
+    key=("rule",),
+    title="Multi-step: stop rules replayed against the fixed K at matched calls",
+    about="Each stop rule replayed on the logged trajectories: correctness with its CI, what it spends, and its "
+    "paired difference against the fixed K of nearest mean calls.",
+    landing=("rule", "mean", "low", "high", "calls", "at_cap", "matched", "delta_estimate", "delta_low",
+             "delta_high", "p_permutation"),
 )
 
 
@@ -1320,7 +1430,8 @@ REPORTS = {
         ANSWER_SUMMARY, COMPARISONS, ARM_COMPARISONS, UTILITY_REPORT, ROUTER_THRESHOLDS, ROUTER_POLICIES,
         ROUTER_COMPARISONS, STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL,
         STUDY_C_GOLD, STUDY_C_GAP, STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(),
-        JUDGE_AGREEMENT, JUDGE_VERDICT, REFERENCE_COMPARISONS, PPI_REPLAY,
+        JUDGE_AGREEMENT, JUDGE_VERDICT, REFERENCE_COMPARISONS, PPI_REPLAY, MULTISTEP_CURVE, MULTISTEP_COMPARISONS,
+        MULTISTEP_STOPS,
     )
 }
 
@@ -1361,6 +1472,7 @@ CONTRACTS = {
         RANKING,
         RUNS,
         METRICS,
+        TRAJECTORIES,
         METRICS_SUMMARY,
         UNIT_VECTORS,
         QUESTION_VECTORS,

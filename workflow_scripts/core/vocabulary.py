@@ -70,6 +70,10 @@ COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs
 # --- Deterministic answer scorers (judging/metrics.py): Study B's correct(with) − correct(without)
 SCORERS = ("contains", "em", "f1")
 
+# --- Multi-step retrieval (multistep/loop.py): how the next query is made, and why a question's path ended
+MULTISTEP_STRATEGIES = ("ircot", "iter_retgen")
+STOP_REASONS = ("answered", "rule", "cap")  # the chain wrote its answer; a stop rule accepted the step; step K
+
 # --- LLM judges: the judgments table suffix and the template each renders
 JUDGES = ("grounded", "quality")  # grounded: against the references and the evidence shown; quality: the answer alone
 JUDGE_SCORINGS = ("expected", "argmax")  # a judge's score: the expectation over its choices, or the top choice
@@ -78,6 +82,7 @@ JUDGE_SCORINGS = ("expected", "argmax")  # a judge's score: the expectation over
 # so editing one template reruns only the jobs that render it.
 REASK_TEMPLATE = "reask"  # a judge's follow-up turn when a free-text reply did not parse
 ANSWER_TEMPLATES = {CLOSED_BOOK: ("answer_closed_book",), "retrieval": ("answer_rag",)}
+MULTISTEP_TEMPLATES = ("multistep_thought", "answer_rag")  # a step's chain-of-thought sentence, its forced answer
 JUDGE_TEMPLATES = tuple(f"judge_{judge}" for judge in JUDGES) + (REASK_TEMPLATE,)
 SYNTHETIC_TEMPLATES = ("synthetic_queries",)
 QUESTION_TEMPLATES = ("generated_question",)  # questions written from a unit (ingest/questions.py)
@@ -135,8 +140,8 @@ FEATURE_FAMILY = {
 
 # What a cost source is priced as (cost/ledger.py; each source declares its kind in rules/inputs/*.smk): a search
 # per question, reranked (query, unit) pairs, a per-query table job, LLM answers (each its own latency), LLM judgments.
-COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge")
-LLM_COST_KINDS = ("generation", "judge")  # the kinds whose tokens cost money at the model block's prices
+COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge", "multistep")
+LLM_COST_KINDS = ("generation", "judge", "multistep")  # the kinds whose tokens cost money at the model block's prices
 COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
 QUERY_TYPES = ("problem", "method")  # Study C's synthetic queries, in the order each paper's rows are written
 AGREEMENT_MEASURES = (
@@ -161,5 +166,5 @@ def enumerations() -> dict[str, tuple]:
         "dense_index_kinds": DENSE_INDEX_KINDS, "reranker_kinds": RERANKER_KINDS, "feature_families": FEATURE_FAMILIES,
         "router_kinds": ROUTER_KINDS, "bootstrap_methods": BOOTSTRAP_METHODS, "cost_measures": COST_MEASURES,
         "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "gate_measures": GATE_MEASURES, "splits": SPLIT_ORDER,
-        "strategies": STRATEGIES,
+        "strategies": STRATEGIES, "multistep_strategies": MULTISTEP_STRATEGIES,
     }

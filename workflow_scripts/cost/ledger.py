@@ -1,7 +1,8 @@
 """The measured cost ledger: one row per (question, stage, component) of what every stage spent.
 
 In:  the questions, and for every stage instance that works per query (a first-stage ranking per method and scope,
-     a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations and judgments)
+     a reranker's scores, an arm's run, a routing pair's features, an answered policy's generations and judgments,
+     a multi-step policy's trajectories)
      its output tables (the columns its kind reads, `columns_read`) and the wall seconds of its Snakemake benchmark
      files, as `Measured` sources, each declared in the rules next to the stage's outputs: its `kind`
      (vocabulary.COST_KINDS: how its rows are priced), the `stage` and `component` it is recorded as, its tables
@@ -12,7 +13,7 @@ Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out an
      calls and reranked pairs, and the totals per stage. `basis` says how the seconds were measured: "item" — the
      stage's own per-item measurement (LLM generation: each request's latency, batch time apportioned by tokens in
      llm/engine.py); "job_even" — the job's benchmark seconds divided evenly over its items (queries, reranked pairs,
-     judge calls). Job seconds include start-up (imports, model loading), so a job_even share is an upper bound of
+     judge calls, a multi-step policy's steps). Job seconds include start-up (imports, model loading), so a job_even share is an upper bound of
      the marginal cost; a job served from a content cache measures the cache hit, not the original computation.
      `money`: what the LLM calls' tokens cost at the model block's `prices` (tokens in × input_per_mtok + tokens out
      × output_per_mtok, per million; a served model's tokens are its server's `usage`); 0 for stages without an LLM,
@@ -96,6 +97,16 @@ def judge_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.Dat
     return job_even(items.sort("qid"), seconds).with_columns(pl.col("items").alias("llm_calls"))
 
 
+def multistep_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
+    """A multi-step policy (TRAJECTORIES): the job's seconds split evenly over its steps (each one search and its
+    generations), with each question's retrieval calls (its steps), generated sequences and tokens."""
+    steps = tables[0].group_by("qid").agg(
+        pl.len().cast(pl.Int64).alias("items"), pl.col("sequences").sum().cast(pl.Int64).alias("llm_calls"),
+        *(summed(name) for name in TOKEN_COLUMNS),
+    )
+    return job_even(steps.sort("qid"), seconds).with_columns(pl.col("items").alias("retrieval_calls"))
+
+
 def money_of(prices: Mapping[str, Any]) -> pl.Expr:
     """What a row's prompt_tokens and completion_tokens cost at an LLM block's `prices` (per million tokens)."""
     return ((pl.col("prompt_tokens") * prices["input_per_mtok"]
@@ -114,11 +125,11 @@ def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl
 
 ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST_KINDS): (tables, seconds, questions)
     "retrieval": retrieval_rows, "rerank": rerank_rows, "table": table_rows, "generation": generation_rows,
-    "judge": judge_rows,
+    "judge": judge_rows, "multistep": multistep_rows,
 }
 COLUMNS_OF_KIND = {  # the columns of a source's tables its kind's rows are made of (None: the whole table)
     "retrieval": [], "rerank": ["qid"], "table": ["qid"], "generation": None,
-    "judge": ["item_id", "attempts", *TOKEN_COLUMNS],
+    "judge": ["item_id", "attempts", *TOKEN_COLUMNS], "multistep": ["qid", "sequences", *TOKEN_COLUMNS],
 }
 assert tuple(ROWS_OF_KIND) == tuple(COLUMNS_OF_KIND) == COST_KINDS
 

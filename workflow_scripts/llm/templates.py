@@ -13,7 +13,8 @@ Defaults follow the studies: `answer_rag` is Study C's grounding instruction (an
 papers, no outside knowledge, say when the evidence is insufficient); `rephrase`, `subqueries`,
 `rerank_listwise`, `tool_call`/`tool_answer` and `synthetic_queries` are Study C's LLM steps; `generated_question`
 writes a question and its answer from one unit of a paper (Study A on a corpus without questions, ingest/questions.py,
-with one made-up worked example as a previous turn); `judge_quality` and `judge_grounded` are the two judges (parsed in
+with one made-up worked example as a previous turn); `multistep_thought` writes the next sentence of an IRCoT chain
+of thought (multistep/loop.py); `judge_quality` and `judge_grounded` are the two judges (parsed in
 `judging/judges.py`); `reask` is the follow-up turn sent after an
 unusable judge reply.
 
@@ -230,6 +231,15 @@ DEFAULTS: dict[str, Template] = {
             (
                 ("system", ANSWER_SYSTEM),
                 ("user", "Retrieved papers:\n\n{evidence}\n\nQuestion: {question}"),
+            ),
+        ),
+        Template(
+            "multistep_thought",
+            (
+                ("system", "You answer a multi-hop question one reasoning step at a time, using the retrieved "
+                           "passages. Write only the next sentence of your reasoning. When you know the answer, write "
+                           "the sentence 'So the answer is: <answer>.'"),
+                ("user", "Retrieved passages:\n\n{evidence}\n\nQuestion: {question}\n\nReasoning so far: {chain}"),
             ),
         ),
         Template(

@@ -36,6 +36,9 @@ import polars as pl
 from workflow_scripts.core.contracts import (
     ANSWER_SUMMARY,
     ARM_COMPARISONS,
+    MULTISTEP_COMPARISONS,
+    MULTISTEP_CURVE,
+    MULTISTEP_STOPS,
     COMPARISONS,
     FRONTIERS,
     JUDGE_VERDICT,
@@ -51,9 +54,10 @@ from workflow_scripts.core.contracts import (
 from workflow_scripts.core.vocabulary import ALWAYS_ON, FRONTIER_RULES, OFF
 
 # What a finding is, in the order the landing page takes them (see `landing`)
-FAILURE, REFERENCE, ARMS, EFFECT, DISAGREE, ROUTERS, HEADROOM, USAGE, NOTE, NULL, FLAT, RANKING = (
-    "failure", "reference", "arms", "effect", "disagree", "routers", "headroom", "usage", "note", "null", "flat",
-    "ranking")
+(FAILURE, REFERENCE, ARMS, EFFECT, DISAGREE, ROUTERS, HEADROOM, MULTISTEP, USAGE, NOTE, NULL, FLAT, RANKING,
+ DETAIL) = (
+    "failure", "reference", "arms", "effect", "disagree", "routers", "headroom", "multistep", "usage", "note", "null",
+    "flat", "ranking", "detail")  # detail: on the dataset page only
 BASELINE_KINDS = frozenset({"random"})  # routers that are baselines: never named the best
 FIXED_KINDS = frozenset({"always", "never"})  # routers that are the fixed policies themselves
 LANDING_EFFECTS = 6  # effects listed one by one on the landing page; the rest are counted
@@ -408,6 +412,44 @@ def arms_counts(findings: Sequence[Finding]) -> str:
     return ", ".join(parts)
 
 
+# --- multi-step retrieval
+
+
+def multistep_findings(policy: str, curve: pl.DataFrame, comparisons: pl.DataFrame,
+                       stops: pl.DataFrame) -> list[Finding]:
+    """A multi-step policy: its fixed-K curve against the oracle stop and the forced stops (one line), what each extra
+    step rescues and harms (the dataset page), and the stop rules against the fixed K at matched calls (one line: the
+    rule that beats it, with its interval, or that none does)."""
+    rows = {row["policy"]: row for row in curve.iter_rows(named=True)}
+    oracle = rows.pop("oracle")
+    fixed = list(rows.values())
+    best = max(fixed, key=lambda row: (row["mean"], -row["calls"]))
+    chain = stops.filter(pl.col("rule") == "chain").row(0, named=True)
+    one, last, at_cap = fixed[0], fixed[-1], chain["at_cap"]
+    found = [Finding(
+        f"Multi-step `{policy}`, {one['n']} questions: correct {number(one['mean'])} with one retrieval, "
+        f"{number(last['mean'])} at K = {len(fixed)} ({number(last['calls'], 2)} calls per question); the best "
+        f"fixed K, {best['policy']}, {number(best['mean'])}; stopping each question at its best step (the oracle, an "
+        f"upper bound) {number(oracle['mean'])}, headroom {signed(oracle['mean'] - best['mean'])}; {at_cap} "
+        f"question{'s' * (at_cap != 1)} reached K without an answer.", MULTISTEP, policy)]
+    for row in comparisons.iter_rows(named=True):
+        found.append(Finding(
+            f"`{policy}` {row['a']} against {row['b']}: rescues {number(100 * row['win'], 0)}% and harms "
+            f"{number(100 * row['loss'], 0)}% of {row['n']} questions; {interval(row)}.", DETAIL, policy))
+    rules = [{**row, "estimate": row["delta_estimate"], "low": row["delta_low"], "high": row["delta_high"]}
+             for row in stops.filter(pl.col("rule") != "chain").iter_rows(named=True)]
+    if rules:
+        beating = [row for row in rules if verdict_of(row) == EFFECT and excludes_zero(row) > 0]
+        row = max(beating or rules, key=lambda row: row["estimate"])
+        against = (f"`{row['rule']}` ({number(row['calls'], 2)} calls) against {row['matched']} "
+                   f"({number(row['matched_calls'], 2)} calls): {interval(row)}")
+        found.append(Finding(
+            f"`{policy}`: stop rule {against}." if beating else
+            f"`{policy}`: no stop rule beats the fixed K at matched calls ({len(rules)} replayed); the closest, "
+            f"{against}.", MULTISTEP, policy))
+    return found
+
+
 # --- a dataset, and the landing page
 
 
@@ -428,6 +470,9 @@ def dataset_findings(tables: Mapping[str, Mapping[str, Any]], kinds: Mapping[str
         found += judged_findings(tables[ANSWER_SUMMARY.name][""], tables[COMPARISONS.name][""],
                                  tables.get(JUDGE_VERDICT.name, {}).get(""),
                                  tables.get(REFERENCE_COMPARISONS.name, {}).get(""), partial_share)
+    for policy, curve in tables.get(MULTISTEP_CURVE.name, {}).items():
+        found += multistep_findings(policy, curve, tables[MULTISTEP_COMPARISONS.name][policy],
+                                    tables[MULTISTEP_STOPS.name][policy])
     study_c = (STUDY_C_PAIRED_RETRIEVAL.name, STUDY_C_PAIRED.name, STUDY_C_QUALITY.name)
     if all(name in tables for name in study_c):
         found += study_c_findings(*(tables[name][""] for name in study_c))
@@ -475,6 +520,7 @@ def landing(found: Mapping[str, Sequence[Finding]]) -> list[str]:
         counts = "; ".join(f"{where(dataset)}`{finding.pair}` {finding.data['gains']} / {finding.data['harms']} of "
                            f"{finding.data['n']}" for dataset, finding in headrooms)
         lines.append(f"Always switching rescues / harms, held-out, of the questions: {counts}.")
+    lines += [f"{where(dataset)}{finding.text}" for dataset, finding in of(MULTISTEP)]
     usages = of(USAGE)
     if len(usages) == 1:
         lines.append(f"{where(usages[0][0])}{usages[0][1].text}")

@@ -1,0 +1,144 @@
+"""Multi-step retrieval with a scripted generator and a word-overlap retriever (no model): steps, the answer marker
+and the K cap, evidence dedupe, one batched call per step over a shrinking active set, and a stop rule replayed on the
+logged trajectories equal to the same rule run online."""
+
+import polars as pl
+import pytest
+
+from workflow_scripts.core.contracts import TRAJECTORIES
+from workflow_scripts.core.errors import InputError
+from workflow_scripts.core.tables import conform
+from workflow_scripts.llm.templates import DEFAULTS
+from workflow_scripts.multistep import effects, stops
+from workflow_scripts.multistep.loop import Settings, answered_in, run_loop
+
+UNITS = {"u1": "alpha beta", "u2": "beta gamma", "u3": "gamma delta", "u4": "delta epsilon", "u5": "alpha"}
+QUESTIONS = pl.DataFrame({"qid": ["q1", "q2"], "group_id": ["g1", "g2"], "text": ["alpha", "gamma"],
+                          "answers": [["epsilon"], ["beta"]]})
+# q1 reasons from alpha to delta and answers at step 3; q2 never writes the marker: a forced stop at K
+THOUGHTS = {"q1": ["beta then", "delta next", "So the answer is: epsilon."], "q2": ["gamma again"] * 9}
+ANSWERS = {("q1", 1): ("beta", 0.2), ("q1", 2): ("delta", 0.5), ("q1", 3): ("epsilon", 0.95),
+           ("q2", 1): ("beta", 0.9), ("q2", 2): ("gamma", 0.4), ("q2", 3): ("delta", 0.3), ("q2", 4): ("zeta", 0.3)}
+
+
+def retrieve(queries):
+    """Units sharing a word with the query, by overlap then unit_id."""
+    rows = []
+    for qid, _, text in queries.iter_rows():
+        words = set(text.lower().replace(".", "").split())
+        hits = sorted((-len(words & set(unit.split())), unit_id) for unit_id, unit in UNITS.items()
+                      if words & set(unit.split()))
+        rows += [{"qid": qid, "unit_id": unit_id, "rank": rank, "score": float(-overlap)}
+                 for rank, (overlap, unit_id) in enumerate(hits, 1)]
+    return pl.DataFrame(rows, schema={"qid": pl.String, "unit_id": pl.String, "rank": pl.Int32, "score": pl.Float64})
+
+
+class Generator:
+    """Scripted replies, GENERATIONS-shaped; records each call's request ids."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, requests):
+        self.calls.append([request.request_id for request in requests])
+        rows = []
+        for request in requests:
+            qid, step, kind = request.request_id.split("|")
+            text, probability = ((THOUGHTS[qid][int(step) - 1], None) if kind == "thought"
+                                 else ANSWERS[(qid, int(step))])
+            rows.append({"request_id": request.request_id, "status": "ok", "text": text,
+                         "mean_entropy": 1 - (probability or 0), "min_token_prob": probability,
+                         "prompt_tokens": 10 * len(request.evidence), "completion_tokens": 3, "latency_s": 0.5})
+        return pl.DataFrame(rows)
+
+
+def run(strategy="ircot", k=4, per_step=2, total=3, stop=None, generator=None):
+    return run_loop(QUESTIONS, Settings(strategy, k, per_step, total), DEFAULTS, retrieve,
+                    lambda ids: {unit: UNITS[unit] for unit in ids}, generator or Generator(), stop)
+
+
+def test_the_chain_stops_at_its_answer_or_at_k_and_each_step_is_one_batched_call_over_the_unfinished():
+    generator = Generator()
+    table = run(generator=generator)
+    conform(table, TRAJECTORIES)
+    steps = dict(table.group_by("qid").agg(pl.col("step").max()).iter_rows())
+    assert steps == {"q1": 3, "q2": 4}
+    last = {row["qid"]: row["stop"] for row in table.filter(pl.col("stop").is_not_null()).iter_rows(named=True)}
+    assert last == {"q1": "answered", "q2": "cap"}  # q2 hit K without an answer: a forced stop, kept
+    assert [len(call) for call in generator.calls] == [4, 4, 4, 2]  # thought + answer per unfinished question
+    q1 = table.filter(pl.col("qid") == "q1").sort("step")
+    assert q1["query"].to_list() == ["alpha", "beta then", "delta next"]  # ircot: the last sentence is the query
+    assert answered_in(q1["thought"][-1]) == "epsilon."
+
+
+def test_evidence_is_deduplicated_and_capped():
+    q1 = run().filter(pl.col("qid") == "q1").sort("step")
+    assert q1["unit_ids"].to_list() == [["u1", "u5"], ["u1", "u2"], ["u3", "u4"]]  # ties broken by unit_id
+    assert q1["new_units"].to_list() == [2, 1, 2] and q1["added_units"].to_list() == [2, 1, 0]
+    assert q1["evidence_ids"].to_list()[-1] == ["u1", "u5", "u2"]  # total = 3: first come, first kept
+
+
+def test_iter_retgen_queries_the_question_with_the_last_answer_for_k_steps():
+    table = run(strategy="iter_retgen", k=2)
+    q2 = table.filter(pl.col("qid") == "q2").sort("step")
+    assert q2["query"].to_list() == ["gamma", "gamma beta"] and q2["stop"].to_list() == [None, "cap"]
+    assert (table["sequences"] == 1).all()  # the forced answer is the step's text
+
+
+def test_a_stop_rule_replayed_on_the_trajectories_equals_the_rule_run_online():
+    rule = stops.confident(0.9)
+    online_generator = Generator()
+    online = run(stop=rule, generator=online_generator)
+    replayed = stops.replay(run(), rule)
+    finals = online.filter(pl.col("stop").is_not_null()).sort("qid")
+    assert replayed["answer"].to_list() == finals["answer"].to_list() == ["epsilon", "beta"]
+    assert replayed["calls"].to_list() == finals["step"].to_list() == [3, 1]
+    assert replayed["sequences"].sum() == sum(len(call) for call in online_generator.calls)
+    with pytest.raises(InputError, match="cut by an online stop rule"):
+        stops.replay(online, stops.fixed_k(4))
+
+
+def test_fixed_k_curves_the_oracle_and_what_each_extra_step_rescues_and_harms():
+    table = run()
+    correct = effects.step_correctness(table, QUESTIONS, "em")
+    wide = effects.fixed_k(correct, 4)
+    q1 = wide.filter(pl.col("qid") == "q1").row(0, named=True)
+    assert (q1["k=1"], q1["k=3"], q1["k=4"], q1["calls_k=4"], q1["oracle"]) == (0.0, 1.0, 1.0, 3, 1.0)
+    q2 = wide.filter(pl.col("qid") == "q2").row(0, named=True)
+    assert (q2["k=1"], q2["k=2"], q2["oracle"], q2["calls_oracle"]) == (1.0, 0.0, 1.0, 1)  # step 2 harmed it
+    bootstrap = {"resamples": 200, "method": "percentile", "confidence": 0.95}
+    curve = effects.curve(wide, 4, bootstrap, seed=1)
+    assert curve["policy"].to_list() == ["k=1", "k=2", "k=3", "k=4", "oracle"]
+    assert curve.filter(pl.col("policy") == "oracle")["mean"][0] == 1.0
+    closed = pl.DataFrame({"qid": ["q1", "q2"], "correct": [0.0, 0.0]})
+    paired = effects.comparisons(wide, 4, bootstrap, seed=1, closed_book=closed)
+    step2 = paired.filter((pl.col("a") == "k=2") & (pl.col("b") == "k=1")).row(0, named=True)
+    assert (step2["win"], step2["loss"]) == (0.0, 0.5)  # the second step harms q2, rescues nobody
+    assert {"closed_book"} <= set(paired["b"])
+
+
+def test_bad_settings_and_thresholds_name_what_is_wrong():
+    with pytest.raises(InputError, match="strategy 'flare2' is unknown"):
+        Settings("flare2", 3, 2, 4)
+    with pytest.raises(InputError, match="need k >= 1"):
+        Settings("ircot", 0, 2, 4)
+    with pytest.raises(InputError, match=r"must lie in \[0, 1\]"):
+        stops.confident(1.5)
+    with pytest.raises(InputError, match="scorer 'bleu' is unknown"):
+        effects.step_correctness(run(), QUESTIONS, "bleu")
+
+
+def test_the_findings_give_the_curve_the_oracle_and_the_stop_rules_against_matched_calls():
+    from workflow_scripts.report import findings
+
+    bootstrap = {"resamples": 200, "method": "percentile", "confidence": 0.95}
+    tables = effects.policy_tables(run(), QUESTIONS, None, 4, {"scorer": "em", "f1_threshold": 0.5},
+                                   {"confident": [0.9], "stale": [1]}, bootstrap, seed=1)
+    assert tables["stops"]["rule"].to_list() == ["chain", "min_prob>=0.9", "new_units<1"]
+    found = findings.multistep_findings("ircot", tables["curve"], tables["comparisons"], tables["stops"])
+    landing = findings.landing({"hotpotqa": found})
+    assert landing[0] == ("Multi-step `ircot`, 2 questions: correct 0.500 with one retrieval, 0.500 at K = 4 (3.50 "
+                          "calls per question); the best fixed K, k=1, 0.500; stopping each question at its best step "
+                          "(the oracle, an upper bound) 1.000, headroom +0.500; 1 question reached K without an answer.")
+    assert landing[1].startswith("`ircot`: no stop rule beats the fixed K at matched calls (2 replayed)")
+    assert any("k=2 against k=1: rescues 0% and harms 50% of 2 questions" in finding.text for finding in found)
