@@ -142,3 +142,56 @@ def test_the_findings_give_the_curve_the_oracle_and_the_stop_rules_against_match
                           "(the oracle, an upper bound) 1.000, headroom +0.500; 1 question reached K without an answer.")
     assert landing[1].startswith("`ircot`: no stop rule beats the fixed K at matched calls (2 replayed)")
     assert any("k=2 against k=1: rescues 0% and harms 50% of 2 questions" in finding.text for finding in found)
+
+
+class CountingBackend:
+    """An engine backend that replies "<n> words" to every prompt, counts its batches and can be killed mid-run."""
+
+    name, fingerprint, device = "transformers", "fake", "cpu"
+    uncertainty_basis, token_basis = "full_vocabulary", "tokenizer"
+
+    def __init__(self, kill_on_batch=None):
+        self.batches, self.kill_on_batch = [], kill_on_batch
+
+    def render(self, messages):
+        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def cut(self, text, max_tokens):
+        return " ".join(text.split()[:max_tokens])
+
+    def complete(self, batch, sampling):
+        from workflow_scripts.llm import engine as llm
+
+        self.batches.append(len(batch))
+        if len(self.batches) == self.kill_on_batch:
+            raise KeyboardInterrupt("killed")
+        return [llm.Outcome(text=f"beta {len(prompt.text.split())}", finish_reason="stop", prompt_tokens=9,
+                            completion_tokens=2, mean_entropy=0.5, min_token_prob=0.4, sequence_logprob=-1.0,
+                            latency_s=0.01) for prompt in batch]
+
+
+def test_a_run_killed_mid_loop_resumes_from_the_cache_and_writes_the_same_table(tmp_path):
+    """The engine's cache keeps every finished step: a rerun after a kill at step 2 generates only what was not
+    finished, and its trajectories equal an uninterrupted run's."""
+    from functools import partial
+
+    from workflow_scripts.llm import engine as llm
+
+    def loop(backend, cache):
+        engine = llm.Engine(llm.engine_config({"backend": "transformers", "model": "fake"}), backend)
+        return run_loop(QUESTIONS, Settings("ircot", 3, 2, 4), DEFAULTS, retrieve,
+                        lambda ids: {unit: UNITS[unit] for unit in ids}, partial(llm.generate, engine=engine,
+                                                                                 cache_dir=cache))
+
+    clean_backend = CountingBackend()
+    clean = loop(clean_backend, tmp_path / "clean")
+    killed = CountingBackend(kill_on_batch=2)
+    with pytest.raises(KeyboardInterrupt):
+        loop(killed, tmp_path / "resumed")
+    resumed_backend = CountingBackend()
+    resumed = loop(resumed_backend, tmp_path / "resumed")
+    assert resumed.drop("seconds").equals(clean.drop("seconds"))
+    assert resumed_backend.batches == clean_backend.batches[1:]  # step 1 came from the cache: steps 2 and 3 only
