@@ -318,3 +318,18 @@ def test_the_jvm_keeps_its_sigsegv_handler_when_xgrammar_is_imported_after_it() 
     owner = subprocess.run([sys.executable, "-c", SIGSEGV_OWNER], capture_output=True, text=True, check=True,
                            cwd=Path(__file__).parent.parent).stdout.strip().splitlines()[-1]
     assert owner.endswith("libjvm.so"), owner
+
+
+def test_a_search_process_gives_the_same_rankings_and_reports_a_stale_index(index: Path, tmp_path: Path) -> None:
+    """SearchProcess (multi-step retrieval's searcher: the JVM in a child process) returns what `search` returns, in
+    both scopes; a stale index is the parent's InputError when the child starts; the child ends with the block."""
+    with bm25.SearchProcess(index) as searcher:
+        for scope in ("global", "group"):
+            assert searcher.search(QUESTIONS, 3, scope)[0].equals(bm25.search(index, QUESTIONS, k=3, scope=scope)[0])
+        with pytest.raises(InputError, match="scope must be one of"):
+            searcher.search(QUESTIONS, 3, "corpus")
+        child = searcher.process
+    assert not child.is_alive()
+    with pytest.raises(InputError, match="is stale"):
+        with bm25.SearchProcess(index, expected={"units": -1}):
+            pass

@@ -54,6 +54,11 @@ searcher's cascade nothing to run (`_plain_bm25`), so the table holds the scores
 A question whose query ranks nothing (empty, only stop words, or no term in the index/group) gets no rows and is
 listed in the returned qids. `remove_query=True` is Anserini's `-removeQuery`: a hit whose unit_id equals the qid is
 dropped after retrieving k hits (so such a question has k - 1 rows, as in Anserini's BEIR runs).
+
+`SearchProcess` runs `search` (after `check_index`) in a child process of its own, for a job that also runs torch in
+process (multi-step retrieval with the transformers backend): the JVM and torch's thread pool in one process crashed
+there (SIGSEGV in torch, through the JVM's chained signal handler — a JVM started before a native thread pool is a
+known hazard), so the JVM lives in the child and the job's process never starts it.
 """
 
 
@@ -62,6 +67,7 @@ import hashlib
 import heapq
 import json
 import logging
+import multiprocessing
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -413,3 +419,65 @@ def search(
         searcher.close()
     ranked = set(ranking["qid"].unique().to_list())
     return ranking, [qid for qid in questions["qid"].to_list() if qid not in ranked]
+
+
+def _serve(connection: Any, index_dir: str, expected: dict[str, Any] | None, k1: float, b: float, threads: int) -> None:
+    """The child of `SearchProcess`: check the index, then answer (questions, k, scope) with `search`'s result (or
+    the exception it raised) until told to stop (None) or the parent is gone."""
+    try:
+        if expected is not None:
+            check_index(Path(index_dir), {**engine_settings(), **expected})
+        connection.send(None)
+    except Exception as error:  # noqa: BLE001 — handed to the parent, which raises it
+        connection.send(error)
+        return
+    while True:
+        try:
+            message = connection.recv()
+        except EOFError:  # the parent died
+            return
+        if message is None:
+            return
+        questions, k, scope = message
+        try:
+            connection.send(search(Path(index_dir), questions, k, scope, k1=k1, b=b, threads=threads))
+        except Exception as error:  # noqa: BLE001
+            connection.send(error)
+
+
+class SearchProcess:
+    """`search` in a child process that holds the JVM (see the module docstring); a context manager that checks the
+    index against `engine_settings` (plus `expected`) when it starts and stops the child when it ends, also on an
+    error."""
+
+    def __init__(self, index_dir: Path, k1: float = 0.9, b: float = 0.4, threads: int = 1,
+                 expected: dict[str, Any] | None = None):
+        self.arguments = (str(index_dir), expected if expected is not None else {}, k1, b, threads)
+
+    def __enter__(self) -> "SearchProcess":
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, *self.arguments), daemon=True)
+        self.process.start()
+        child.close()
+        self._answer()
+        return self
+
+    def _answer(self) -> Any:
+        answer = self.connection.recv()
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def search(self, questions: pl.DataFrame, k: int, scope: str) -> tuple[pl.DataFrame, list[str]]:
+        self.connection.send((questions, k, scope))
+        return self._answer()
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.send(None)
+        self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
