@@ -13,8 +13,9 @@ Out: COST_LEDGER rows with measured wall seconds, the device, tokens in / out an
      calls and reranked pairs, and the totals per stage. `basis` says how the seconds were measured: "item" — the
      stage's own per-item measurement (LLM generation: each request's latency, batch time apportioned by tokens in
      llm/engine.py); "job_even" — the job's benchmark seconds divided evenly over its items (queries, reranked pairs,
-     judge calls, a multi-step policy's steps). Job seconds include start-up (imports, model loading), so a job_even share is an upper bound of
-     the marginal cost; a job served from a content cache measures the cache hit, not the original computation.
+     judge calls, a multi-step policy's steps). Job seconds include start-up (imports, model loading), so a job_even
+     share is an upper bound of the marginal cost; a job served from a content cache measures the cache hit, not the
+     original computation.
      `money`: what the LLM calls' tokens cost at the model block's `prices` (tokens in × input_per_mtok + tokens out
      × output_per_mtok, per million; a served model's tokens are its server's `usage`); 0 for stages without an LLM,
      null for an LLM stage whose model has no prices or whose token counts a server did not give.
