@@ -134,7 +134,7 @@ def test_the_findings_give_the_curve_the_oracle_and_the_stop_rules_against_match
     bootstrap = {"resamples": 200, "method": "percentile", "confidence": 0.95}
     tables = effects.policy_tables(run(), QUESTIONS, None, 4, {"scorer": "em", "f1_threshold": 0.5},
                                    {"confident": [0.9], "stale": [1]}, bootstrap, seed=1)
-    assert tables["stops"]["rule"].to_list() == ["chain", "min_prob>=0.9", "new_units<1"]
+    assert tables["stops"]["rule"].to_list() == ["chain", "confident@0.9", "stale@1"]
     found = findings.multistep_findings("ircot", tables["curve"], tables["comparisons"], tables["stops"])
     landing = findings.landing({"hotpotqa": found})
     assert landing[0] == ("Multi-step `ircot`, 2 questions: correct 0.500 with one retrieval, 0.500 at K = 4 (3.50 "

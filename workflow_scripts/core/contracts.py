@@ -640,8 +640,10 @@ MULTISTEP_STOPS = Contract(  # multistep/effects.py stop_table
     name="multistep_stops",
     file=MULTISTEP_TABLES + "stops.csv",
     columns={
-        "rule": Column(pl.String(), doc="chain (each path's own end: its answer marker or K) | min_prob>=p | "
-                       "entropy<=h | new_units<n (multistep/stops.py), replayed on the trajectories"),
+        "rule": Column(pl.String(), doc="chain (each path's own end: its answer marker or K) | confident@p (the "
+                       "forced answer's lowest token probability reaches p) | calm@h (its mean entropy is at most h "
+                       "nats) | stale@n (a step brings fewer than n new units) (multistep/stops.py), replayed on the "
+                       "trajectories"),
         "n": Column(pl.Int64()),
         "failed": Column(pl.Int64()),
         "n_groups": Column(pl.Int64()),

@@ -45,21 +45,21 @@ def fixed_k(k: int) -> Rule:
 def confident(probability: float) -> Rule:
     if not 0.0 <= probability <= 1.0:
         raise InputError(f"stop rule confident: the probability {probability} must lie in [0, 1]")
-    return Rule(f"min_prob>={probability:g}",
+    return Rule(f"confident@{probability:g}",
                 lambda row: row["answer_min_prob"] is not None and row["answer_min_prob"] >= probability)
 
 
 def calm(entropy: float) -> Rule:
     if entropy < 0:
         raise InputError(f"stop rule calm: the entropy {entropy} must be at least 0 nats")
-    return Rule(f"entropy<={entropy:g}",
+    return Rule(f"calm@{entropy:g}",
                 lambda row: row["answer_entropy"] is not None and row["answer_entropy"] <= entropy)
 
 
 def stale(new_units: int) -> Rule:
     if new_units < 1:
         raise InputError(f"stop rule stale: {new_units} new units must be at least 1")
-    return Rule(f"new_units<{new_units}", lambda row: row["new_units"] < new_units)
+    return Rule(f"stale@{new_units}", lambda row: row["new_units"] < new_units)
 
 
 def replay(trajectories: pl.DataFrame, rule: Rule) -> pl.DataFrame:
