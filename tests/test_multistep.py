@@ -4,6 +4,7 @@ logged trajectories equal to the same rule run online."""
 
 import polars as pl
 import pytest
+from llm_fakes import WordTokenBackend
 
 from workflow_scripts.core.contracts import TRAJECTORIES
 from workflow_scripts.core.errors import InputError
@@ -144,23 +145,14 @@ def test_the_findings_give_the_curve_the_oracle_and_the_stop_rules_against_match
     assert any("k=2 against k=1: rescues 0% and harms 50% of 2 questions" in finding.text for finding in found)
 
 
-class CountingBackend:
-    """An engine backend that replies "<n> words" to every prompt, counts its batches and can be killed mid-run."""
+class CountingBackend(WordTokenBackend):
+    """An engine backend that replies "beta <n>" to every prompt, counts its batches and can be killed mid-run."""
 
-    name, fingerprint, device = "transformers", "fake", "cpu"
-    uncertainty_basis, token_basis = "full_vocabulary", "tokenizer"
+    fingerprint = "fake"
+    uncertainty_basis = "full_vocabulary"
 
     def __init__(self, kill_on_batch=None):
         self.batches, self.kill_on_batch = [], kill_on_batch
-
-    def render(self, messages):
-        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-    def cut(self, text, max_tokens):
-        return " ".join(text.split()[:max_tokens])
 
     def complete(self, batch, sampling):
         from workflow_scripts.llm import engine as llm
