@@ -1,7 +1,8 @@
 # Multi-step retrieval (config `multistep`): each multi-step policy retrieves again, one step at a time, for every question
 # (one batched generation call and one batched search per step over the unfinished questions; a forced answer at
-# every step), then its effects: what each extra step rescues and harms, fixed-K curves, the oracle stop and the stop
-# rules replayed on the logged trajectories. Its input functions: rules/inputs/multistep.smk.
+# every step), then its effects: what each extra step rescues and harms, fixed-K curves, the oracle stop, the stop
+# rules replayed on the logged trajectories and the stop routers' budget frontiers over retrieval calls. Its input
+# functions: rules/inputs/multistep.smk.
 
 
 rule multistep_trajectories:
@@ -37,6 +38,7 @@ rule multistep_effects:
         curve="results/{dataset}/multistep/{policy}/curve.csv",
         comparisons="results/{dataset}/multistep/{policy}/comparisons.csv",
         stops="results/{dataset}/multistep/{policy}/stops.csv",
+        frontiers="results/{dataset}/multistep/{policy}/frontiers.csv",
     log:
         "results/logs/multistep_effects/{dataset}_{policy}.log",
     benchmark:
@@ -45,9 +47,9 @@ rule multistep_effects:
         "../envs/cpu.yaml"
     params:
         k=lambda wildcards: multistep_policy(wildcards)["k"],
-        scoring=subset(config["multistep"], ["scorer", "f1_threshold"]),
-        stop_rules=config["multistep"]["stop_rules"],
-        bootstrap=config["routing"]["bootstrap"],
+        settings=config["multistep"],
+        routing=subset(config["routing"], ["bootstrap", "n_splits"]),
+        budgets=config["budgets"],
         seed=config["routing"]["seed"],
     script:
         "../workflow_scripts/multistep/jobs/multistep_effects.py"

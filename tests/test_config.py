@@ -170,3 +170,7 @@ def test_a_multistep_policy_names_a_bm25_arm_a_known_strategy_and_k_at_least_one
     config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "bm25", "per_step": 4, "total": 2}}}
     with pytest.raises(InputError, match="total = 2 is smaller than per_step = 4"):
         validate_config(copy.deepcopy(config))
+    config["multistep"] = {"policies": {}, "stop_routers": ["oracle"], "ridge_alphas": [0]}
+    with pytest.raises(InputError) as raised:
+        validate_config(copy.deepcopy(config))
+    assert "multistep.stop_routers" in str(raised.value) and "multistep.ridge_alphas" in str(raised.value)

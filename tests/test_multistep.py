@@ -2,6 +2,9 @@
 and the K cap, evidence dedupe, one batched call per step over a shrinking active set, and a stop rule replayed on the
 logged trajectories equal to the same rule run online."""
 
+import math
+
+import numpy as np
 import polars as pl
 import pytest
 from llm_fakes import WordTokenBackend
@@ -18,6 +21,8 @@ QUESTIONS = pl.DataFrame({"qid": ["q1", "q2"], "group_id": ["g1", "g2"], "text":
                           "answers": [["epsilon"], ["beta"]]})
 # q1 reasons from alpha to delta and answers at step 3; q2 never writes the marker: a forced stop at K
 THOUGHTS = {"q1": ["beta then", "delta next", "So the answer is: epsilon."], "q2": ["gamma again"] * 9}
+SPLITS = pl.DataFrame({"qid": ["q1", "q2"], "group_id": ["g1", "g2"], "split": ["dev", "heldout"]})
+BUDGETS = {"grid": [0.25, 0.5, 0.75], "delta": 0.05}
 ANSWERS = {("q1", 1): ("beta", 0.2), ("q1", 2): ("delta", 0.5), ("q1", 3): ("epsilon", 0.95),
            ("q2", 1): ("beta", 0.9), ("q2", 2): ("gamma", 0.4), ("q2", 3): ("delta", 0.3), ("q2", 4): ("zeta", 0.3)}
 
@@ -133,8 +138,11 @@ def test_the_findings_give_the_curve_the_oracle_and_the_stop_rules_against_match
     from workflow_scripts.report import findings
 
     bootstrap = {"resamples": 200, "method": "percentile", "confidence": 0.95}
-    tables = effects.policy_tables(run(), QUESTIONS, None, 4, {"scorer": "em", "f1_threshold": 0.5},
-                                   {"confident": [0.9], "stale": [1]}, bootstrap, seed=1)
+    settings = {"scorer": "em", "f1_threshold": 0.5, "stop_rules": {"confident": [0.9], "stale": [1]},
+                "stop_routers": [], "ridge_alphas": [1.0]}
+    tables = effects.policy_tables(run(), QUESTIONS, None, SPLITS, 4, settings,
+                                   {"bootstrap": bootstrap, "n_splits": 2}, BUDGETS, seed=1)
+    assert tables["frontiers"].is_empty()  # no stop router asked for
     assert tables["stops"]["rule"].to_list() == ["chain", "confident@0.9", "stale@1"]
     found = findings.multistep_findings("ircot", tables["curve"], tables["comparisons"], tables["stops"])
     landing = findings.landing({"hotpotqa": found})
@@ -187,3 +195,92 @@ def test_a_run_killed_mid_loop_resumes_from_the_cache_and_writes_the_same_table(
     resumed = loop(resumed_backend, tmp_path / "resumed")
     assert resumed.drop("seconds").equals(clean.drop("seconds"))
     assert resumed_backend.batches == clean_backend.batches[1:]  # step 1 came from the cache: steps 2 and 3 only
+
+
+def synthetic_paths(n=80):
+    """n questions of K = 3 steps, one per group, of three kinds by i % 3: "rescued" (wrong after one retrieval,
+    right after two; its first answer unsure), "harmed" (right at steps 1–2, wrong at 3; sure throughout) and
+    "lost" (always wrong, half sure). Splits by i % 4: dev, dev, calibration, heldout."""
+    kinds = {0: ([0, 1, 1], [0.1, 0.9, 0.9]), 1: ([1, 1, 0], [0.9, 0.95, 0.9]), 2: ([0, 0, 0], [0.5, 0.5, 0.5])}
+    rows, correct = [], []
+    for i in range(n):
+        right, probability = kinds[i % 3]
+        for step in (1, 2, 3):
+            rows.append({"qid": f"q{i:03d}", "group_id": f"g{i:03d}", "step": step, "query": "", "unit_ids": ["u"],
+                         "scores": [1.0], "new_units": 1, "added_units": 1, "evidence_ids": ["u"], "thought": "a b",
+                         "answer": "x", "answer_status": "ok", "answer_entropy": 1 - probability[step - 1],
+                         "answer_min_prob": probability[step - 1], "sequences": 2, "prompt_tokens": 100 * step,
+                         "completion_tokens": 5, "seconds": 1.0, "stop": "cap" if step == 3 else None})
+            correct.append({"qid": f"q{i:03d}", "group_id": f"g{i:03d}", "step": step,
+                            "correct": float(right[step - 1])})
+    splits = pl.DataFrame({"qid": [f"q{i:03d}" for i in range(n)], "group_id": [f"g{i:03d}" for i in range(n)],
+                           "split": [("dev", "dev", "calibration", "heldout")[i % 4] for i in range(n)]})
+    return conform(pl.DataFrame(rows), TRAJECTORIES), pl.DataFrame(correct), splits
+
+
+def test_a_stop_router_spends_its_budget_of_calls_and_beats_spending_them_blindly():
+    from workflow_scripts.multistep import budgets
+
+    trajectories, correct, splits = synthetic_paths()
+    bootstrap = {"resamples": 300, "method": "percentile", "confidence": 0.95}
+    table, fitted = budgets.frontier_table(trajectories, correct, splits, 3, ["uncertainty", "ridge"], [0.1, 10.0],
+                                           {"grid": [0.2, 0.5], "delta": 0.1}, 2, bootstrap, seed=3)
+    assert fitted["ridge_alpha"] in (0.1, 10.0) and fitted["left_out"] == 0
+    row = {(r["router"], r["frontier"], r["budget"]): r for r in table.iter_rows(named=True)}
+    # the unsure third of the questions retrieve again once (1 + 1/3 calls): within a target of 1.4 calls
+    sure = row[("uncertainty", "deployable", 0.2)]
+    assert sure["target_calls"] == pytest.approx(1.4) and sure["calls"] == pytest.approx(4 / 3, abs=0.05)
+    assert sure["accuracy"] == pytest.approx(2 / 3, abs=0.05) and sure["harmed"] == 0.0
+    assert sure["vs_blind"] > 0 and sure["vs_blind_low"] > 0  # blind: a sixth of everyone's second step
+    assert row[("ridge", "deployable", 0.2)]["accuracy"] == pytest.approx(sure["accuracy"])  # it learns the same
+    exact = table.filter(pl.col("frontier") == "exact")
+    assert (exact["calls"] <= exact["target_calls"] + 1e-9).all()  # tuned on held-out: never over it
+    conservative, deployable = (table.filter((pl.col("frontier") == name) & (pl.col("router") == "uncertainty"))
+                                for name in ("conservative", "deployable"))
+    assert (conservative["calls"] <= deployable["calls"]).all()
+    # K − 1 = 2 indicators share δ: the union bound's slack on 20 calibration questions
+    assert conservative["epsilon"][0] == pytest.approx(math.sqrt(math.log(2 / 0.1) / (2 * 20)))
+
+
+def test_budget_thresholds_stop_ties_and_k2_is_study_bs_dkw_rule():
+    from workflow_scripts.multistep import budgets
+    from workflow_scripts.routing.frontiers import dkw_epsilon
+
+    pooled = np.array([0.1, 0.5, 0.5, 0.9])  # four questions, one possible extra step each
+    assert budgets.threshold_for(pooled, 4, 0.5) == 0.5  # the two tied at 0.5 stop with it: 1 extra call of 2 allowed
+    assert budgets.threshold_for(pooled, 4, 1.0) == -math.inf and budgets.threshold_for(pooled, 4, -0.1) == math.inf
+    assert budgets.epsilon(2, 50, 10, 0.05, False) == pytest.approx(dkw_epsilon(50, 0.05))
+
+
+def test_stop_router_frontiers_refuse_a_missing_split_and_a_budget_outside_its_range():
+    from workflow_scripts.multistep import budgets
+
+    trajectories, correct, splits = synthetic_paths(12)
+    bootstrap = {"resamples": 50, "method": "percentile", "confidence": 0.95}
+    no_heldout = splits.with_columns(pl.col("split").replace("heldout", "dev"))
+    with pytest.raises(InputError, match="no scored question is in the heldout split"):
+        budgets.frontier_table(trajectories, correct, no_heldout, 3, ["uncertainty"], [1.0],
+                               {"grid": [0.5], "delta": 0.1}, 2, bootstrap, seed=0)
+    with pytest.raises(InputError, match="budget 1.5 is outside"):
+        budgets.frontier_table(trajectories, correct, splits, 3, ["uncertainty"], [1.0],
+                               {"grid": [1.5], "delta": 0.1}, 2, bootstrap, seed=0)
+    empty, _ = budgets.frontier_table(trajectories, correct, splits, 1, ["uncertainty"], [1.0],
+                                      {"grid": [0.5], "delta": 0.1}, 2, bootstrap, seed=0)
+    assert empty.is_empty()  # K = 1: no step to stop before
+
+
+def test_the_findings_say_whether_a_stop_router_beats_spending_the_same_calls_blindly():
+    from workflow_scripts.multistep import budgets
+    from workflow_scripts.report import findings
+
+    trajectories, correct, splits = synthetic_paths()
+    bootstrap = {"resamples": 300, "method": "percentile", "confidence": 0.95}
+    table, _ = budgets.frontier_table(trajectories, correct, splits, 3, ["novelty", "uncertainty"], [1.0],
+                                      {"grid": [0.2, 0.5], "delta": 0.1}, 2, bootstrap, seed=3)
+    text = findings.frontier_finding("ircot", table).text
+    assert text.startswith("`ircot`: stop router `uncertainty` at 1.40 calls per question (realized 1.3")
+    assert "against spending the same calls blindly; held-out calls exceeded the target in " in text
+    flat = table.filter(pl.col("router") == "novelty")  # every step brings one new unit: a score that cannot rank
+    assert findings.frontier_finding("ircot", flat).text.startswith(
+        "`ircot`: no stop router's frozen threshold beats spending the same calls blindly (2 router × budget cells, "
+        "20 held-out questions); the closest, `novelty`")

@@ -18,12 +18,14 @@ def multistep_scope(wildcards):
 
 
 def multistep_effects_inputs(wildcards):
-    """The policy's trajectories, the questions' references and, when the dataset answers closed_book, those
-    answers (the extra steps are compared with answering without retrieval)."""
+    """The policy's trajectories, the questions' references and grouped splits (the stop routers' frozen-threshold
+    protocol) and, when the dataset answers closed_book, those answers (the extra steps are compared with answering
+    without retrieval)."""
     dataset = wildcards.dataset
     inputs = {
         "trajectories": output_of("multistep_trajectories", "trajectories", dataset=dataset, policy=wildcards.policy),
         "questions": output_of("ingest", "questions", dataset=dataset),
+        "splits": output_of("splits", "splits", dataset=dataset),
     }
     if vocabulary.CLOSED_BOOK in answered_policies(dataset):
         inputs["closed_book"] = output_of("generate_answers", "answers", dataset=dataset, policy=vocabulary.CLOSED_BOOK)

@@ -90,6 +90,7 @@ def summary_tables():
             show(dataset, "multistep_effects", "curve", contracts.MULTISTEP_CURVE, policy, "policy")
             show(dataset, "multistep_effects", "comparisons", contracts.MULTISTEP_COMPARISONS, policy, "policy")
             show(dataset, "multistep_effects", "stops", contracts.MULTISTEP_STOPS, policy, "policy")
+            show(dataset, "multistep_effects", "frontiers", contracts.MULTISTEP_FRONTIERS, policy, "policy")
         if study_c_targets(dataset):  # the tables its findings read, and all of them in Markdown
             show(dataset, "study_c_tables", "retrieval", contracts.STUDY_C_RETRIEVAL)
             show(dataset, "study_c_tables", "paired_retrieval", contracts.STUDY_C_PAIRED_RETRIEVAL)

@@ -42,6 +42,7 @@ from workflow_scripts.core.vocabulary import (
     SPLIT_ORDER,
     STATUSES,
     STOP_REASONS,
+    STOP_ROUTERS,
     STRATEGIES,
     STUDY_C_METRICS,
     TOKEN_COLUMNS,
@@ -671,6 +672,49 @@ MULTISTEP_STOPS = Contract(  # multistep/effects.py stop_table
     "paired difference against the fixed K of nearest mean calls.",
     landing=("rule", "mean", "low", "high", "calls", "at_cap", "matched", "delta_estimate", "delta_low",
              "delta_high", "p_permutation"),
+)
+
+
+MULTISTEP_FRONTIERS = Contract(  # multistep/budgets.py frontier_table
+    name="multistep_frontiers",
+    file=MULTISTEP_TABLES + "frontiers.csv",
+    columns={
+        "router": Column(pl.String(), doc="uncertainty | entropy | novelty | ridge: the step's continue score "
+                         "(multistep/budgets.py)"),
+        "frontier": Column(pl.String(), doc="exact (threshold tuned on held-out itself: a diagnostic) | deployable "
+                           "(frozen on calibration) | conservative (frozen at the DKW-lowered target)"),
+        "budget": Column(pl.Float64(), doc="ρ: the share of the K − 1 extra retrievals a question may take "
+                         "(budgets.grid)"),
+        "target_calls": Column(pl.Float64(), doc="1 + ρ(K − 1): the mean retrieval calls per question allowed"),
+        "threshold": Column(pl.Float64(), nullable=True, doc="retrieve again while the score exceeds it; null: ±inf"),
+        "epsilon": Column(pl.Float64(), doc="the conservative rule's slack in ρ; 0 for the others"),
+        "calibration_calls": Column(pl.Float64(), nullable=True, doc="mean calls on calibration at the threshold"),
+        "calls": Column(pl.Float64(), doc="mean calls realized on the held-out questions"),
+        "transfer_error": Column(pl.Float64(), doc="calls − target_calls (> 0: the budget was overspent)"),
+        "accuracy": Column(pl.Float64(), doc="held-out mean correctness at the step each question stops"),
+        "vs_blind": Column(pl.Float64(), doc="accuracy − spending the same calls blindly (fixed K mixed between the "
+                           "two K bracketing them), paired per question"),
+        "vs_blind_low": Column(pl.Float64()),
+        "vs_blind_high": Column(pl.Float64()),
+        "p_permutation": COMPARISONS.columns["p_permutation"],
+        "p_floor": COMPARISONS.columns["p_floor"],
+        "confidence": Column(pl.Float64()),
+        "rescued": Column(pl.Float64(), doc="share of held-out questions wrong after one retrieval, right at the stop"),
+        "harmed": Column(pl.Float64(), doc="share right after one retrieval, wrong at the stop"),
+        "seconds": Column(pl.Float64(), doc="mean generation seconds per held-out question up to its stop"),
+        "tokens": Column(pl.Float64(), doc="mean prompt + completion tokens per held-out question up to its stop"),
+        "n_calibration": Column(pl.Int64()),
+        "n_heldout": Column(pl.Int64()),
+        "n_groups": Column(pl.Int64(), doc="held-out question groups (the bootstrap's resampling unit)"),
+    },
+    key=("router", "frontier", "budget"),
+    enums={"frontier": frozenset(FRONTIER_KINDS), "router": frozenset(STOP_ROUTERS)},
+    title="Multi-step: budget frontiers over retrieval calls",
+    about="Stop routers' frozen thresholds per budget of mean retrieval calls: calls on calibration and realized on "
+    "held-out, correctness, rescued and harmed against one retrieval, and the paired difference against spending the "
+    "same calls blindly (CI from a bootstrap over groups, paired permutation p).",
+    landing=("router", "frontier", "budget", "target_calls", "calls", "accuracy", "vs_blind", "vs_blind_low",
+             "vs_blind_high", "harmed", "n_heldout"),
 )
 
 
@@ -1433,7 +1477,7 @@ REPORTS = {
         ROUTER_COMPARISONS, STUDY_C_QUALITY, STUDY_C_RETRIEVAL, STUDY_C_PAIRED, STUDY_C_PAIRED_RETRIEVAL,
         STUDY_C_GOLD, STUDY_C_GAP, STUDY_C_COST, COST_STAGE_TOTALS, REVIEW_AGREEMENT, *REVIEW_SHEETS.values(),
         JUDGE_AGREEMENT, JUDGE_VERDICT, REFERENCE_COMPARISONS, PPI_REPLAY, MULTISTEP_CURVE, MULTISTEP_COMPARISONS,
-        MULTISTEP_STOPS,
+        MULTISTEP_STOPS, MULTISTEP_FRONTIERS,
     )
 }
 

@@ -73,6 +73,7 @@ SCORERS = ("contains", "em", "f1")
 # --- Multi-step retrieval (multistep/loop.py): how the next query is made, and why a question's path ended
 MULTISTEP_STRATEGIES = ("ircot", "iter_retgen")
 STOP_REASONS = ("answered", "rule", "cap")  # the chain wrote its answer; a stop rule accepted the step; step K
+STOP_ROUTERS = ("uncertainty", "entropy", "novelty", "ridge")  # multistep/budgets.py: a step's continue score
 
 # --- LLM judges: the judgments table suffix and the template each renders
 JUDGES = ("grounded", "quality")  # grounded: against the references and the evidence shown; quality: the answer alone
@@ -166,5 +167,5 @@ def enumerations() -> dict[str, tuple]:
         "dense_index_kinds": DENSE_INDEX_KINDS, "reranker_kinds": RERANKER_KINDS, "feature_families": FEATURE_FAMILIES,
         "router_kinds": ROUTER_KINDS, "bootstrap_methods": BOOTSTRAP_METHODS, "cost_measures": COST_MEASURES,
         "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "gate_measures": GATE_MEASURES, "splits": SPLIT_ORDER,
-        "strategies": STRATEGIES, "multistep_strategies": MULTISTEP_STRATEGIES,
+        "strategies": STRATEGIES, "multistep_strategies": MULTISTEP_STRATEGIES, "stop_routers": STOP_ROUTERS,
     }

@@ -12,7 +12,8 @@ Out: `step_correctness` → (qid, group_id, step, correct; null where the forced
      `stop_table` → per stop rule replayed on the trajectories (stops.py; "chain": each path's own end) its mean
      correctness with CI, what it spends (calls, sequences, tokens, seconds), how many questions it leaves at K
      without an answer, and its paired difference against the fixed K whose mean calls are nearest (matched calls);
-     `policy_tables` → the three tables the rule writes.
+     `policy_tables` → the four tables the rule writes, the fourth the stop routers' budget frontiers over retrieval
+     calls (budgets.py, on the questions' grouped splits).
 
 Questions whose forced answer failed at a step it needs are left out of that policy's rows and counted (`failed`);
 questions without reference answers cannot be scored and are counted too.
@@ -23,12 +24,12 @@ from typing import Any
 
 import polars as pl
 
-from workflow_scripts.core.contracts import MULTISTEP_COMPARISONS, MULTISTEP_CURVE, MULTISTEP_STOPS
+from workflow_scripts.core.contracts import MULTISTEP_COMPARISONS, MULTISTEP_CURVE, MULTISTEP_FRONTIERS, MULTISTEP_STOPS
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.tables import conform
 from workflow_scripts.core.vocabulary import CLOSED_BOOK, SCORERS
 from workflow_scripts.judging.metrics import score_answers
-from workflow_scripts.multistep import stops
+from workflow_scripts.multistep import budgets, stops
 from workflow_scripts.stats.paired import compare_policies, group_bootstrap
 
 ORACLE = "oracle"
@@ -160,21 +161,29 @@ def closed_book_correctness(answers: pl.DataFrame, questions: pl.DataFrame, scor
                   dtype=pl.Float64))
 
 
-def policy_tables(trajectories: pl.DataFrame, questions: pl.DataFrame, closed_book: pl.DataFrame | None, k: int,
-                  scoring: Mapping[str, Any], stop_rules: Mapping[str, Sequence[float]], bootstrap: Mapping[str, Any],
-                  seed: int) -> dict[str, pl.DataFrame]:
-    """curve, comparisons and stops of one policy (module docstring); an InputError when no question has references:
-    a step's correctness needs them."""
-    correctness = step_correctness(trajectories, questions, scoring["scorer"], scoring["f1_threshold"])
+def policy_tables(trajectories: pl.DataFrame, questions: pl.DataFrame, closed_book: pl.DataFrame | None,
+                  splits: pl.DataFrame, k: int, settings: Mapping[str, Any], routing: Mapping[str, Any],
+                  budget_settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """curve, comparisons, stops and frontiers of one policy (module docstring; budgets.py) and what the frontiers
+    fitted; an InputError when no question has references: a step's correctness needs them. `settings` is the
+    multistep config block, `routing` the routing block (bootstrap, n_splits), `budget_settings` the budgets block."""
+    correctness = step_correctness(trajectories, questions, settings["scorer"], settings["f1_threshold"])
     if not correctness.height:
         raise InputError("multistep: no question of this dataset has reference answers; a step's answer cannot be "
                          "scored (multistep.scorer needs them)")
+    bootstrap = routing["bootstrap"]
     table = fixed_k(correctness, k)
-    closed = (closed_book_correctness(closed_book, questions, scoring["scorer"], scoring["f1_threshold"])
+    closed = (closed_book_correctness(closed_book, questions, settings["scorer"], settings["f1_threshold"])
               if closed_book is not None else None)
+    frontiers, fitted = budgets.frontier_table(trajectories, correctness, splits, k, settings["stop_routers"],
+                                               settings["ridge_alphas"], budget_settings, routing["n_splits"],
+                                               bootstrap, seed)
     return {
         "curve": conform(curve(table, k, bootstrap, seed), MULTISTEP_CURVE),
         "comparisons": conform(comparisons(table, k, bootstrap, seed, closed), MULTISTEP_COMPARISONS),
-        "stops": conform(stop_table(trajectories, correctness, table, k, rule_grid(stop_rules), bootstrap, seed),
-                         MULTISTEP_STOPS),
+        "stops": conform(stop_table(trajectories, correctness, table, k, rule_grid(settings["stop_rules"]),
+                                    bootstrap, seed), MULTISTEP_STOPS),
+        "frontiers": conform(frontiers, MULTISTEP_FRONTIERS) if frontiers.height else
+        pl.DataFrame(schema=MULTISTEP_FRONTIERS.schema),
+        "fitted": fitted,
     }

@@ -38,6 +38,7 @@ from workflow_scripts.core.contracts import (
     ARM_COMPARISONS,
     MULTISTEP_COMPARISONS,
     MULTISTEP_CURVE,
+    MULTISTEP_FRONTIERS,
     MULTISTEP_STOPS,
     COMPARISONS,
     FRONTIERS,
@@ -51,7 +52,7 @@ from workflow_scripts.core.contracts import (
     STUDY_C_QUALITY,
     UTILITY_REPORT,
 )
-from workflow_scripts.core.vocabulary import ALWAYS_ON, FRONTIER_RULES, OFF
+from workflow_scripts.core.vocabulary import ALWAYS_ON, CONSERVATIVE, DEPLOYABLE, FRONTIER_RULES, OFF
 
 # What a finding is, in the order the landing page takes them (see `landing`)
 (FAILURE, REFERENCE, ARMS, EFFECT, DISAGREE, ROUTERS, HEADROOM, MULTISTEP, USAGE, NOTE, NULL, FLAT, RANKING,
@@ -415,11 +416,12 @@ def arms_counts(findings: Sequence[Finding]) -> str:
 # --- multi-step retrieval
 
 
-def multistep_findings(policy: str, curve: pl.DataFrame, comparisons: pl.DataFrame,
-                       stops: pl.DataFrame) -> list[Finding]:
+def multistep_findings(policy: str, curve: pl.DataFrame, comparisons: pl.DataFrame, stops: pl.DataFrame,
+                       frontiers: pl.DataFrame | None = None) -> list[Finding]:
     """A multi-step policy: its fixed-K curve against the oracle stop and the forced stops (one line), what each extra
-    step rescues and harms (the dataset page), and the stop rules against the fixed K at matched calls (one line: the
-    rule that beats it, with its interval, or that none does)."""
+    step rescues and harms (the dataset page), the stop rules against the fixed K at matched calls (one line: the
+    rule that beats it, with its interval, or that none does) and, given its frontiers, the stop routers' deployable
+    thresholds against spending the same calls blindly (one line: frontier_findings)."""
     rows = {row["policy"]: row for row in curve.iter_rows(named=True)}
     oracle = rows.pop("oracle")
     fixed = list(rows.values())
@@ -447,7 +449,32 @@ def multistep_findings(policy: str, curve: pl.DataFrame, comparisons: pl.DataFra
             f"`{policy}`: stop rule {against}." if beating else
             f"`{policy}`: no stop rule beats the fixed K at matched calls ({len(rules)} replayed); the closest, "
             f"{against}.", MULTISTEP, policy))
+    if frontiers is not None and frontiers.height:
+        found.append(frontier_finding(policy, frontiers))
     return found
+
+
+def frontier_finding(policy: str, frontiers: pl.DataFrame) -> Finding:
+    """The stop routers' deployable frontier over retrieval calls: the (router, budget) that beats spending the same
+    calls blindly by the most, with its interval, or that none does (the closest), and how often the frozen
+    thresholds overspent their target on held-out (deployable and conservative)."""
+    deployable = frontiers.filter(pl.col("frontier") == DEPLOYABLE)
+    rows = [{**row, "estimate": row["vs_blind"], "low": row["vs_blind_low"], "high": row["vs_blind_high"]}
+            for row in deployable.iter_rows(named=True)]
+    beating = [row for row in rows if verdict_of(row) == EFFECT and excludes_zero(row) > 0]
+    row = max(beating or rows, key=lambda row: (row["estimate"], -row["budget"]))
+    where = (f"`{row['router']}` at {number(row['target_calls'], 2)} calls per question (realized "
+             f"{number(row['calls'], 2)}, correct {number(row['accuracy'])}, harms {number(100 * row['harmed'], 0)}% "
+             f"against one retrieval): {interval(row)}")
+    overspent = {frontier: frontiers.filter((pl.col("frontier") == frontier) & (pl.col("transfer_error") > 1e-9))
+                 .height for frontier in (DEPLOYABLE, CONSERVATIVE)}
+    budgets = deployable.height
+    return Finding(
+        (f"`{policy}`: stop router {where} against spending the same calls blindly" if beating else
+         f"`{policy}`: no stop router's frozen threshold beats spending the same calls blindly ({budgets} router × "
+         f"budget cells, {row['n_heldout']} held-out questions); the closest, {where}") +
+        f"; held-out calls exceeded the target in {overspent[DEPLOYABLE]} of {budgets} deployable and "
+        f"{overspent[CONSERVATIVE]} of {budgets} conservative cells.", MULTISTEP, policy)
 
 
 # --- a dataset, and the landing page
@@ -472,7 +499,8 @@ def dataset_findings(tables: Mapping[str, Mapping[str, Any]], kinds: Mapping[str
                                  tables.get(REFERENCE_COMPARISONS.name, {}).get(""), partial_share)
     for policy, curve in tables.get(MULTISTEP_CURVE.name, {}).items():
         found += multistep_findings(policy, curve, tables[MULTISTEP_COMPARISONS.name][policy],
-                                    tables[MULTISTEP_STOPS.name][policy])
+                                    tables[MULTISTEP_STOPS.name][policy],
+                                    tables.get(MULTISTEP_FRONTIERS.name, {}).get(policy))
     study_c = (STUDY_C_PAIRED_RETRIEVAL.name, STUDY_C_PAIRED.name, STUDY_C_QUALITY.name)
     if all(name in tables for name in study_c):
         found += study_c_findings(*(tables[name][""] for name in study_c))
