@@ -26,6 +26,8 @@ STUDY_B_GENERATORS = {  # recipe → (generator, dataset-name suffix)
 FULL_RECIPES: dict[str, dict[str, str]] = {
     "study_a_qasper": {"qasper_dev": "qasper-dev-v0.3.json", "qasper_test": "qasper-test-v0.3.json"},
     "study_c_full": {"arxiv_2024_2025": "arxiv-metadata-2024-2025.jsonl"},
+    "study_b_multistep_gpu": {f"{dataset}_adarague": "ircot_test_subsampled.jsonl"
+                              for dataset in ("hotpotqa", "twowiki", "musique")},
     **{
         recipe: {f"hotpotqa_{suffix}": "hotpot_dev_distractor_v1.json", f"twowiki_{suffix}": "2wikimultihopqa_dev.json",
                  f"musique_{suffix}": "musique_ans_v1.0_dev.jsonl"}

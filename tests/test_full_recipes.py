@@ -1,5 +1,5 @@
-"""The full-size study recipes (issue #16): experiments/study_a_qasper.yaml, study_b_full*.yaml (one per generator)
-and study_c_full.yaml plan their whole DAG.
+"""The full-size study recipes (issue #16): experiments/study_a_qasper.yaml, study_b_full*.yaml (one per generator),
+study_b_multistep_gpu.yaml (issue #43) and study_c_full.yaml plan their whole DAG.
 
 Their data is downloaded by users, so each recipe is layered with a config that points its dataset paths at tiny
 stand-ins in the same source formats (tests/full_recipe_stand_ins.py, tests/data/full_recipes/); nothing else is
@@ -73,6 +73,13 @@ EXPECTED_JOBS = {
         "study_c_strategy": 6, "study_c_judge": 6, "study_c_tables": 1,
         # no retrieval arms, no answer policies, no routing
         "run_arm": None, "rerank": None, "generate_answers": None, "route_labels": None, "summary": 1, "all": 1,
+    },
+    "study_b_multistep_gpu": {
+        # 3 datasets, BM25 over each dataset's pool; closed_book and bm25_global answered per dataset (one pair)
+        "ingest": 3, "splits": 3, "index_bm25": 3, "retrieve_bm25": 3, "run_arm": 3, "generate_answers": 6,
+        "route_labels": 3, "route_frontiers": 3, "judge_answers": None, "embed_units": None, "rerank": None,
+        # IRCoT and Iter-RetGen per dataset: each path logged, then its effects, stop rules and frontiers
+        "multistep_trajectories": 6, "multistep_effects": 6, "summary": 1, "all": 1,
     },
     **{name: STUDY_B_JOBS for name in STUDY_B_GENERATORS},
 }
