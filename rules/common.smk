@@ -198,7 +198,7 @@ def cost_source(stage, kind, component, outputs, **wildcards):
 # from these entries of the ledger): a first-stage search per method, reranking, an arm's run, a pair's features
 # and a policy's answers.
 PRICED_STAGES = {
-    "first_stage": {"bm25": "retrieve_bm25", "dense": "retrieve_dense"},
+    "first_stage": {"bm25": "retrieve_bm25", "dense": "retrieve_dense", "run": "import_run"},
     "rerank": "rerank",
     "arm": "run_arm",
     "features": "route_features",

@@ -1,6 +1,6 @@
 # Stage 2 — indexes and retrieval arms: Lucene BM25 and FAISS/exact dense first stages (computed once per
-# dataset and scope, shared by every arm), reranker scores for the union of the arms' candidates, then each
-# arm's run (Parquet + TREC) and its ir-measures evaluation.
+# dataset and scope, shared by every arm) and imported TREC runs, reranker scores for the union of the arms'
+# candidates, then each arm's run (Parquet + TREC) and its ir-measures evaluation.
 
 
 rule index_bm25:
@@ -106,6 +106,24 @@ rule retrieve_dense:
         depth=lambda wildcards: first_stage_depth(wildcards.dataset, "dense", wildcards.scope),
     script:
         "../workflow_scripts/retrieval/jobs/retrieve_dense.py"
+
+
+# A TREC run made elsewhere (config retrieval.runs), checked against the dataset and read as a first stage.
+rule import_run:
+    input:
+        run=lambda wildcards: imported_run_file(wildcards),
+        questions=rules.ingest.output.questions,
+        units=rules.ingest.output.units,
+    output:
+        ranking="results/{dataset}/first_stage/run_{run}.parquet",
+    log:
+        "results/logs/import_run/{dataset}_{run}.log",
+    benchmark:
+        "results/benchmarks/import_run/{dataset}_{run}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/retrieval/jobs/import_run.py"
 
 
 rule rerank:

@@ -100,7 +100,7 @@ def test_arm_consistency_checks(config):
 
 def test_unknown_arm_stage_value(config):
     config["arms"] = {"a": {"first_stage": "splade", "candidates": 5, "keep": 5, "scope": "group"}}
-    with pytest.raises(InputError, match=r"arms.a.first_stage = 'splade' is not allowed; expected one of \['bm25', 'dense', 'hybrid'\]"):
+    with pytest.raises(InputError, match=r"arms.a.first_stage = 'splade' is not allowed; expected one of \['bm25', 'dense', 'hybrid', 'run'\]"):
         validate_config(config)
 
 

@@ -11,23 +11,36 @@ def first_stage_depth(dataset, method, scope):
     )
 
 
+def first_stage_file(dataset, arm, method):
+    """The shared ranking file of one of an arm's first stages: a search over its scope, or its imported run."""
+    if method == "run":
+        return output_of("import_run", "ranking", dataset=dataset, run=arm["run"])
+    return output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=arm["scope"])
+
+
 def first_stage_files(dataset, arm):
     """first-stage method → the shared ranking file an arm reads."""
     from workflow_scripts.retrieval.arms import first_stages
 
-    return {
-        method: output_of(f"retrieve_{method}", "ranking", dataset=dataset, scope=arm["scope"])
-        for method in first_stages(arm)
-    }
+    return {method: first_stage_file(dataset, arm, method) for method in first_stages(arm)}
 
 
 def ranking_files(dataset, arms):
     """'<method>_<scope>' (vocabulary.ranking_name) → ranking file, for every first stage of `arms`."""
+    from workflow_scripts.retrieval.arms import first_stages, stage_scope
+
     return {
-        vocabulary.ranking_name(method, arm["scope"]): path
+        vocabulary.ranking_name(method, stage_scope(arm, method)): first_stage_file(dataset, arm, method)
         for arm in arms
-        for method, path in first_stage_files(dataset, arm).items()
+        for method in first_stages(arm)
     }
+
+
+def imported_run_file(wildcards):
+    """The TREC file of a retrieval.runs entry for the dataset (retrieval/runs.py run_path)."""
+    from workflow_scripts.retrieval.runs import run_path
+
+    return str(run_path(config["retrieval"]["runs"][wildcards.run]["path"], wildcards.dataset))
 
 
 def dense_search_inputs(wildcards):
@@ -88,15 +101,17 @@ def retrieval_targets(dataset):
 
 
 def retrieval_cost_sources(dataset):
-    """What the cost ledger prices of retrieval: each shared first-stage search (per method and scope), each
-    reranker's scoring and each arm's fusion and cut (rules/common.smk `cost_source`)."""
-    from workflow_scripts.retrieval.arms import first_stages
+    """What the cost ledger prices of retrieval: each shared first-stage search (per method and scope) or imported
+    run, each reranker's scoring and each arm's fusion and cut (rules/common.smk `cost_source`)."""
+    from workflow_scripts.retrieval.arms import first_stages, stage_scope
 
     arms = arms_for(dataset)
     sources = []
-    for method, scope in sorted({(method, arm["scope"]) for arm in arms.values() for method in first_stages(arm)}):
+    stages = {(method, stage_scope(arm, method)) for arm in arms.values() for method in first_stages(arm)}
+    for method, scope in sorted(stages):
         stage = PRICED_STAGES["first_stage"][method]
-        source = cost_source(stage, "retrieval", scope, {"ranking": contracts.RANKING}, dataset=dataset, scope=scope)
+        where = {"run": scope} if method == "run" else {"scope": scope}  # an imported run: the import's time only
+        source = cost_source(stage, "retrieval", scope, {"ranking": contracts.RANKING}, dataset=dataset, **where)
         sources.append(source | {"device": config["models"]["embedder"]["device"] if method == "dense" else "cpu"})
     for reranker in sorted({arm["rerank"] for arm in arms.values() if arm.get("rerank")}):
         source = cost_source(

@@ -21,6 +21,7 @@ from workflow_scripts.core.schema import load_schema, problem_lines, with_defaul
 from workflow_scripts.core.vocabulary import CLOSED_BOOK, FEATURE_FAMILY, SCORERS, SCORE_ROUTERS, is_closed_book_pair
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
+from workflow_scripts.retrieval.arms import first_stages
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +156,31 @@ def arm_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list
         problems.append(
             f"arms.{name}.datasets: {unknown} are not configured datasets; configured: {sorted(config['datasets'])}"
         )
-    return problems
+    return problems + run_problems(name, arm, config)
+
+
+def run_problems(name: str, arm: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """An arm's imported run: named exactly when it reads one, a retrieval.runs entry, one file per dataset; `fuse`
+    only on hybrid arms."""
+    where = f"arms.{name}"
+    if "fuse" in arm and arm["first_stage"] != "hybrid":
+        return [f"{where}.fuse is set but first_stage is {arm['first_stage']!r}; only a hybrid arm fuses"]
+    reads = "run" in first_stages(arm)
+    if reads != ("run" in arm):
+        return [f"{where}: first_stage run (or run in fuse) and a `run:` entry go together; name the retrieval.runs "
+                f"entry it reads" if reads else f"{where}.run is set but the arm reads no run (first_stage run, or "
+                f"run in fuse)"]
+    if not reads:
+        return []
+    runs = config["retrieval"]["runs"]
+    if arm["run"] not in runs:
+        return [f"{where}.run = {arm['run']!r} names no retrieval.runs entry; defined: {sorted(runs)}"]
+    datasets = arm.get("datasets", list(config["datasets"]))
+    if len(datasets) > 1 and "{dataset}" not in runs[arm["run"]]["path"]:
+        return [f"retrieval.runs.{arm['run']}.path has no {{dataset}} but arms.{name} runs on {len(datasets)} datasets "
+                f"({sorted(datasets)}); put {{dataset}} in the path (one run file per dataset) or set "
+                f"arms.{name}.datasets"]
+    return []
 
 
 FUSION_DEPTH_FLOOR = 100

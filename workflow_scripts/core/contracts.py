@@ -148,6 +148,8 @@ RUNS = Contract(
         "dense_rank": Column(pl.Int32(), nullable=True, doc="rank in the dense first stage (null: not retrieved)"),
         "bm25_score": Column(pl.Float64(), nullable=True),
         "bm25_rank": Column(pl.Int32(), nullable=True, doc="rank in the BM25 first stage (null: not retrieved)"),
+        "run_score": Column(pl.Float64(), nullable=True, doc="score in the imported run (arms reading a run)"),
+        "run_rank": Column(pl.Int32(), nullable=True, doc="rank in the imported run (null: not in it)"),
         "fused_score": Column(pl.Float64(), nullable=True, doc="reciprocal rank fusion score (hybrid arms)"),
         "rerank_score": Column(pl.Float64(), nullable=True, doc="reranker score (arms with a rerank step)"),
     },

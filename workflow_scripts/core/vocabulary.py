@@ -22,7 +22,9 @@ DEVICES = ("cpu", "cuda")
 BACKENDS = ("transformers", "openai", "vllm")  # an LLM block's backend (llm/engine.LOADERS)
 
 # --- Retrieval
-FIRST_STAGES = ("bm25", "dense", "hybrid")  # an arm's first stage (retrieval/arms.py); hybrid: BM25 + dense, RRF
+FIRST_STAGES = ("bm25", "dense", "hybrid", "run")  # an arm's first stage (retrieval/arms.py); hybrid: RRF of its
+# `fuse` stages (BM25 + dense unless set); run: an imported TREC run (retrieval/runs.py)
+FUSABLE_STAGES = ("bm25", "dense", "run")  # what a hybrid arm may fuse
 SCOPES = ("global", "group")  # global: the whole corpus; group: the question's own paper or candidate paragraphs
 TITLE_MODES = ("prepend", "ignore")  # a unit's title in its indexed text (retrieval/unit_text.py)
 DENSE_INDEX_KINDS = ("flat", "ivf", "hnsw")  # FAISS index kinds (retrieval/dense.INDEX_PARAMS)
@@ -161,11 +163,28 @@ GATE_MEASURES = (
 def enumerations() -> dict[str, tuple]:
     """The enumerations the config schema's `x-enum: <name>` markers take, read when the schema is loaded."""
     return {
-        "dataset_formats": DATASET_FORMATS, "collection_formats": COLLECTION_FORMATS, "topic_formats": TOPIC_FORMATS,
-        "trec_qrels_formats": TREC_QRELS_FORMATS, "pool_qrels_formats": POOL_QRELS_FORMATS, "devices": DEVICES,
-        "backends": BACKENDS, "first_stages": FIRST_STAGES, "scopes": SCOPES, "title_modes": TITLE_MODES,
-        "dense_index_kinds": DENSE_INDEX_KINDS, "reranker_kinds": RERANKER_KINDS, "feature_families": FEATURE_FAMILIES,
-        "router_kinds": ROUTER_KINDS, "bootstrap_methods": BOOTSTRAP_METHODS, "cost_measures": COST_MEASURES,
-        "scorers": SCORERS, "judge_scorings": JUDGE_SCORINGS, "gate_measures": GATE_MEASURES, "splits": SPLIT_ORDER,
-        "strategies": STRATEGIES, "multistep_strategies": MULTISTEP_STRATEGIES, "stop_routers": STOP_ROUTERS,
+        "dataset_formats": DATASET_FORMATS,
+        "collection_formats": COLLECTION_FORMATS,
+        "topic_formats": TOPIC_FORMATS,
+        "trec_qrels_formats": TREC_QRELS_FORMATS,
+        "pool_qrels_formats": POOL_QRELS_FORMATS,
+        "devices": DEVICES,
+        "backends": BACKENDS,
+        "first_stages": FIRST_STAGES,
+        "fusable_stages": FUSABLE_STAGES,
+        "scopes": SCOPES,
+        "title_modes": TITLE_MODES,
+        "dense_index_kinds": DENSE_INDEX_KINDS,
+        "reranker_kinds": RERANKER_KINDS,
+        "feature_families": FEATURE_FAMILIES,
+        "router_kinds": ROUTER_KINDS,
+        "bootstrap_methods": BOOTSTRAP_METHODS,
+        "cost_measures": COST_MEASURES,
+        "scorers": SCORERS,
+        "judge_scorings": JUDGE_SCORINGS,
+        "gate_measures": GATE_MEASURES,
+        "splits": SPLIT_ORDER,
+        "strategies": STRATEGIES,
+        "multistep_strategies": MULTISTEP_STRATEGIES,
+        "stop_routers": STOP_ROUTERS,
     }

@@ -26,7 +26,7 @@ from workflow_scripts.core.tables import conform
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.vocabulary import COST_MEASURES
 from workflow_scripts.cost.ledger import Measured, stage_rows
-from workflow_scripts.retrieval.arms import candidates_from, first_stages
+from workflow_scripts.retrieval.arms import candidates_from, first_stages, stage_scope
 
 
 def priced(ledger_table: pl.DataFrame, prices: Mapping[str, float]) -> pl.DataFrame:
@@ -96,7 +96,7 @@ class Costs:
 def arm_units(name: str, arm: Mapping[str, Any], stages: Mapping[str, Any], reused: Sequence[tuple] = (),
               base: str | None = None) -> list[tuple]:
     """The units of running arm `name`, minus `reused` ones; rerank pairs the base arm scored are skipped too."""
-    units = [("stage", stages["first_stage"][method], arm["scope"]) for method in first_stages(arm)]
+    units = [("stage", stages["first_stage"][method], stage_scope(arm, method)) for method in first_stages(arm)]
     units = [unit for unit in units if unit not in reused]
     if arm.get("rerank"):
         units.append(("pairs", name, arm["rerank"], base))

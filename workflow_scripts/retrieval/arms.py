@@ -1,12 +1,13 @@
 """Retrieval arms: first-stage rankings → (fusion) → candidates → (rerank) → the arm's final top-K run.
 
 In:  first-stage RANKING tables (dense and/or BM25, one per scope, computed once and shared by every arm that
-     needs them), optional rerank scores (qid, unit_id, rerank_score), and the arm's config entry
-     {first_stage: bm25|dense|hybrid, candidates: N, rerank: <reranker name>|null, keep: K, rrf_k, fusion_depth}.
+     needs them; an imported TREC run, one per retrieval.runs entry, retrieval/runs.py), optional rerank scores
+     (qid, unit_id, rerank_score), and the arm's config entry {first_stage: bm25|dense|hybrid|run, candidates: N,
+     rerank: <reranker name>|null, keep: K, rrf_k, fusion_depth, fuse, run}.
 Out: a RUNS table (qid, rank, unit_id, score and every per-stage column routers need) and its TREC run file.
 
-Hybrid = reciprocal rank fusion (`fusion.rrf`, k = `rrf_k`) of the BM25 and dense rankings, each cut at
-`fusion_depth`.
+Hybrid = reciprocal rank fusion (`fusion.rrf`, k = `rrf_k`) of its `fuse` rankings (BM25 and dense unless set;
+`run` is the arm's imported run), each cut at `fusion_depth`.
 Every ordering breaks ties by unit_id ascending, so identical inputs give identical runs. Plain functions; the rule's
 job is retrieval/jobs/run_arm.py.
 """
@@ -23,12 +24,20 @@ from workflow_scripts.core.tables import conform
 from workflow_scripts.core.vocabulary import ranking_name
 from workflow_scripts.retrieval.fusion import rrf
 
-STAGE_COLUMNS = {"dense": ("dense_score", "dense_rank"), "bm25": ("bm25_score", "bm25_rank")}
+STAGE_COLUMNS = {"dense": ("dense_score", "dense_rank"), "bm25": ("bm25_score", "bm25_rank"),
+                 "run": ("run_score", "run_rank")}
+DEFAULT_FUSION = ("bm25", "dense")
 
 
 def first_stages(arm: Mapping[str, Any]) -> tuple[str, ...]:
     """The first-stage methods an arm reads."""
-    return ("bm25", "dense") if arm["first_stage"] == "hybrid" else (arm["first_stage"],)
+    return tuple(arm.get("fuse") or DEFAULT_FUSION) if arm["first_stage"] == "hybrid" else (arm["first_stage"],)
+
+
+def stage_scope(arm: Mapping[str, Any], method: str) -> str:
+    """What a shared first-stage ranking is computed over: the arm's scope, or for an imported run the
+    retrieval.runs entry it names (with the method, its vocabulary.ranking_name)."""
+    return arm["run"] if method == "run" else arm["scope"]
 
 
 def first_stage_depth(arm: Mapping[str, Any]) -> int:
@@ -71,7 +80,9 @@ def candidates(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> 
     depth = first_stage_depth(arm)
     parts = [stage_columns(rankings[method], method, depth) for method in first_stages(arm)]
     if arm["first_stage"] == "hybrid":
-        merged = parts[0].join(parts[1], on=["qid", "unit_id"], how="full", coalesce=True)
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.join(part, on=["qid", "unit_id"], how="full", coalesce=True)
         lists = [part.select("qid", "unit_id", pl.col(STAGE_COLUMNS[method][1]).alias("rank"))
                  for method, part in zip(first_stages(arm), parts)]
         fused = rrf(lists, arm["rrf_k"])
@@ -85,7 +96,8 @@ def candidates(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> 
 def candidates_from(arm: Mapping[str, Any], rankings: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """`candidates` from the shared first-stage rankings keyed by `vocabulary.ranking_name` (as a rerank or cost
     job receives them)."""
-    return candidates(arm, {method: rankings[ranking_name(method, arm["scope"])] for method in first_stages(arm)})
+    return candidates(arm, {method: rankings[ranking_name(method, stage_scope(arm, method))]
+                            for method in first_stages(arm)})
 
 
 def final_run(arm: Mapping[str, Any], pool: pl.DataFrame, rerank_scores: pl.DataFrame | None) -> pl.DataFrame:
@@ -97,7 +109,7 @@ def final_run(arm: Mapping[str, Any], pool: pl.DataFrame, rerank_scores: pl.Data
             raise ValueError(f"{missing} candidate pairs have no rerank score (the rerank stage is stale)")
         pool = rank_by(pool.drop("rank"), "rerank_score").with_columns(pl.col("rerank_score").alias("score"))
     else:
-        order = {"hybrid": "fused_score", "dense": "dense_score", "bm25": "bm25_score"}[arm["first_stage"]]
+        order = "fused_score" if arm["first_stage"] == "hybrid" else STAGE_COLUMNS[arm["first_stage"]][0]
         pool = pool.with_columns(pl.col(order).alias("score"))
     pool = pool.filter(pl.col("rank") <= arm["keep"])
     missing_columns = [name for name in RUNS.columns if name not in pool.columns]
