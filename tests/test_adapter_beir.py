@@ -164,3 +164,23 @@ def test_repeated_query_id(tmp_path: Path) -> None:
     spec["queries"].write_text(QUERIES + '{"_id": "q1", "text": "again"}\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"queries\.jsonl: line 3 repeats query id 'q1'"):
         beir.load(spec, "tiny")
+
+
+def test_reference_answers_come_from_the_queries_metadata(tmp_path: Path) -> None:
+    """`metadata.answers` (a list, or one string) become the question's reference answers, deduplicated; the
+    walkthrough's example (data/your-data/) carries one for every question."""
+    spec = write_dataset(tmp_path, b'{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": "b"}\n'
+                                   b'{"_id": "d3", "text": "c"}\n')
+    spec["queries"].write_text('{"_id": "q1", "text": "a?", "metadata": {"answers": ["alpha", " alpha", "A"]}}\n'
+                               '{"_id": "q2", "text": "b?", "metadata": {"answers": "beta"}}\n', encoding="utf-8")
+    ingested = beir.load(spec, "tiny")
+    assert ingested.questions["answers"].to_list() == [["alpha", "A"], ["beta"]]
+    assert ingested.counts["queries_with_answers"] == 2
+    spec["queries"].write_text('{"_id": "q1", "text": "a?", "metadata": {"answers": [3]}}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"queries\.jsonl: line 1: metadata.answers of query 'q1' must be a non"):
+        beir.load(spec, "tiny")
+    root = Path(__file__).resolve().parents[1] / "data" / "your-data"
+    example = beir.load({"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl",
+                         "qrels": root / "qrels.tsv"}, "harbor_library")
+    assert example.counts == {"corpus_docs": 28, "queries": 24, "queries_with_qrels": 24, "qrels": 24,
+                              "queries_with_answers": 24}

@@ -2,12 +2,14 @@
 
 In:  the dataset's config entry with three file keys (each optionally gzip-compressed, detected by magic bytes):
      - `corpus`:  JSON Lines, one document a line: {"_id", "title", "text", "metadata"};
-     - `queries`: JSON Lines, one query a line: {"_id", "text", "metadata"};
+     - `queries`: JSON Lines, one query a line: {"_id", "text", "metadata"}; `metadata.answers` (a string or a
+       list of strings), when present, are the question's reference answers (answer scoring, Study B's labels);
      - `qrels`:   TSV with the header `query-id  corpus-id  score`, integer scores.
 Out: an `Ingested` bundle:
      - units: one per document; unit_id = group_id = `_id`, kind "document", position 0, title (null when empty),
        text, meta = the `metadata` object as JSON (null when empty or absent);
-     - questions: every query of the queries file, judged or not; group_id = qid, query_type null, answers [],
+     - questions: every query of the queries file, judged or not; group_id = qid, query_type null, answers from
+       `metadata.answers` (else []),
        gold_unit_ids = the sorted ids judged with relevance > 0, unaligned_evidence [];
      - qrels: every row of the qrels file (relevance ≤ 0 rows kept as judged non-relevant);
      - counts: `corpus_docs`, `queries`, `queries_with_qrels`, `qrels`.
@@ -55,7 +57,7 @@ def stream(spec: Mapping[str, Any], dataset: str) -> UnitStream:
         docs += 1
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
-    return judged_rest(docs, queries, qrels, "corpus_docs", "queries")
+    return judged_rest(docs, queries, qrels, "corpus_docs", "queries", answers=read_answers(queries_path))
 
 
 def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
@@ -102,6 +104,23 @@ def read_queries(path: Path) -> dict[str, str]:
     return queries
 
 
+def read_answers(path: Path) -> dict[str, list[str]]:
+    """qid → its reference answers, from `metadata.answers` of a BEIR queries file (a list of strings, or one
+    string); queries without them are left out. Anything else there names the file, line and query."""
+    answers: dict[str, list[str]] = {}
+    for number, record in files.read_jsonl(path):
+        metadata = record.get("metadata") or {}
+        given = metadata.get("answers") if isinstance(metadata, dict) else None
+        if given is None:
+            continue
+        given = [given] if isinstance(given, str) else given
+        if not isinstance(given, list) or not all(isinstance(answer, str) and answer.strip() for answer in given):
+            raise InputError(f"{path}: line {number}: metadata.answers of query {record.get('_id')!r} must be a "
+                             f"non-empty string or a list of them")
+        answers[record["_id"]] = list(dict.fromkeys(answer.strip() for answer in given))
+    return answers
+
+
 def parse_relevance(value: str, path: Path, number: int) -> int:
     try:
         return int(value)
@@ -139,15 +158,19 @@ def judged_rest(
     docs_key: str,
     queries_key: str,
     extra_counts: Mapping[str, int] | None = None,
+    answers: Mapping[str, list[str]] | None = None,
 ) -> Rest:
     """What a judged collection's stream returns after its `docs` units: one question per query (group_id = qid,
-    gold_unit_ids = sorted ids judged with relevance > 0); every qrel; counts `<docs_key>` (units),
-    `<queries_key>` (queries), `<queries_key>_with_qrels` (queries judged at all), `qrels`, then `extra_counts`."""
+    gold_unit_ids = sorted ids judged with relevance > 0, its `answers` when given); every qrel; counts `<docs_key>`
+    (units), `<queries_key>` (queries), `<queries_key>_with_qrels` (queries judged at all), `qrels`, then
+    `extra_counts` (and `<queries_key>_with_answers` when answers are given)."""
+    answers = answers or {}
     gold: dict[str, list[str]] = {}
     for row in qrels:
         if row.relevance > 0:
             gold.setdefault(row.qid, []).append(row.unit_id)
-    questions = [question_row(qid, qid, text, None, [], sorted(gold.get(qid, [])), []) for qid, text in queries.items()]
+    questions = [question_row(qid, qid, text, None, answers.get(qid, []), sorted(gold.get(qid, [])), [])
+                 for qid, text in queries.items()]
     judged = {row.qid for row in qrels}
     counts = {
         docs_key: docs,
@@ -155,6 +178,7 @@ def judged_rest(
         f"{queries_key}_with_qrels": sum(qid in judged for qid in queries),
         "qrels": len(qrels),
         **(extra_counts or {}),
+        **({f"{queries_key}_with_answers": sum(qid in answers for qid in queries)} if answers else {}),
     }
     qrel_rows = [{"qid": row.qid, "unit_id": row.unit_id, "relevance": row.relevance} for row in qrels]
     return Rest(questions=questions, qrels=qrel_rows, counts=counts)
