@@ -11,7 +11,9 @@ its own; the questions are split into slices that both sides run in turns (the f
 from other processes hits both alike; the engine starts once before the timing (its start-up is measured apart).
 
 Report: seconds per side and their ratio (target ≥ 5 on vLLM's CPU build, issue #43), engine calls, sequences
-generated, and whether the two sides' trajectories are identical (every column but the apportioned seconds).
+generated, whether the two sides' trajectories are identical (every column but the apportioned seconds), and the
+bound batching cannot pass: the one-at-a-time side's engine calls sent again with max_new_tokens 1 (its prompts'
+forward passes alone, untimed above; with the cache empty), as bench_llm.py's "prefill only".
 
 Run it (about 15 minutes on 2 cores with vLLM's CPU build, ./setup.sh --vllm):
     .venv/bin/python benchmarks/bench_multistep.py [--questions 24] [--slices 2] [--policy ircot]
@@ -19,6 +21,7 @@ Run it (about 15 minutes on 2 cores with vLLM's CPU build, ./setup.sh --vllm):
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import sys
@@ -52,10 +55,12 @@ class Counted:
     def __init__(self, engine: llm.Engine, cache: Path):
         self.generate = partial(llm.generate, engine=engine, cache_dir=cache)
         self.calls = self.sequences = 0
+        self.requests: list[list[llm.Request]] = []
 
     def __call__(self, requests: list[llm.Request]) -> pl.DataFrame:
         table = self.generate(requests)
         self.calls += 1
+        self.requests.append(list(requests))
         self.sequences += int((table["source"] == "generated").sum())
         return table
 
@@ -76,6 +81,21 @@ def sides(questions: pl.DataFrame, loop: partial, batched: Counted, sequential: 
                 tables[side] += [loop(part.slice(row, 1), generate=sequential) for row in range(part.height)]
             totals[side] += time.perf_counter() - started
     return {side: (totals[side], pl.concat(tables[side]).sort(["qid", "step"])) for side in totals}
+
+
+def quiet_index(units: pl.DataFrame, folder: Path, threads: int, title: str) -> None:
+    """build_index in a child process whose stdout is /dev/null: Lucene's indexer logs there, not into the report."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    build_index(units, folder, threads=threads, title=title)
+
+
+def prefill_only(engine: llm.Engine, calls: list[list[llm.Request]], cache: Path) -> float:
+    """Seconds to send the same engine calls again with max_new_tokens 1 into an empty cache: the forward pass
+    over each prompt, which no batching removes (on a CPU it is compute-bound at any batch size)."""
+    started = time.perf_counter()
+    for requests in calls:
+        llm.generate(requests, engine, cache, {"max_new_tokens": 1})
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -106,7 +126,12 @@ def main() -> None:
     print(f"policy {args.policy}: {policy}; arm scope {scope}; generator {generator}")
     with tempfile.TemporaryDirectory(prefix="bench_multistep.") as folder:
         work = Path(folder)
-        build_index(ingested.units, work / "bm25", threads=bm25["threads"], title=config["retrieval"]["title"])
+        indexing = multiprocessing.get_context("spawn").Process(
+            target=quiet_index, args=(ingested.units, work / "bm25", bm25["threads"], config["retrieval"]["title"]))
+        indexing.start()
+        indexing.join()
+        if indexing.exitcode != 0:
+            sys.exit(f"building the BM25 index failed (exit code {indexing.exitcode})")
         started = time.perf_counter()
         engine = llm.load_engine(generator, PROJECT / "results" / "cache" / "models", "models.generator")
         warm = Counted(engine, work / "warm")
@@ -120,6 +145,8 @@ def main() -> None:
                            texts=lambda ids: {unit: texts[unit] for unit in ids})
             batched, sequential = Counted(engine, work / "batched"), Counted(engine, work / "sequential")
             found = sides(questions, loop, batched, sequential, args.slices)
+        floors = {side: prefill_only(engine, counted.requests, work / f"prefill_{side}")
+                  for side, counted in (("one at a time", sequential), ("batched", batched))}
         close = getattr(engine.backend, "close", None)
         if close is not None:
             close()
@@ -142,6 +169,9 @@ def main() -> None:
     for side, seconds, counted in (("one at a time", sequential_s, sequential), ("batched", batched_s, batched)):
         print(f"{side:<16} {seconds:8.2f} {counted.calls:13d} {counted.sequences:10d}")
     print(f"speed-up one at a time / batched: {ratio:.2f} (target >= {RATIO_TARGET})")
+    print(f"the same engine calls with max_new_tokens 1 (prompts only): one at a time {floors['one at a time']:.2f} s,"
+          f" batched {floors['batched']:.2f} s; largest speed-up batching could reach, one at a time / its prompts "
+          f"only: {sequential_s / floors['one at a time']:.2f}")
     print(f"trajectories identical (every column but seconds): {'yes' if not differing else 'no, ' + str(differing)}")
     print(f"steps whose query, retrieved units, thought, answer or stop differ: {steps_differing} of "
           f"{batched_table.height}" + "".join(f"; largest {column} difference {value:.2g}"

@@ -47,9 +47,9 @@ rule multistep_effects:
         "../envs/cpu.yaml"
     params:
         k=lambda wildcards: multistep_policy(wildcards)["k"],
-        settings=config["multistep"],
+        settings=subset(config["multistep"], ["scorer", "f1_threshold", "stop_rules", "stop_routers", "ridge_alphas"]),
         routing=subset(config["routing"], ["bootstrap", "n_splits"]),
-        budgets=config["budgets"],
+        budgets=subset(config["budgets"], ["grid", "delta", "heldout_term"]),
         seed=config["routing"]["seed"],
     script:
         "../workflow_scripts/multistep/jobs/multistep_effects.py"

@@ -176,9 +176,13 @@ def test_reference_answers_come_from_the_queries_metadata(tmp_path: Path) -> Non
     ingested = beir.load(spec, "tiny")
     assert ingested.questions["answers"].to_list() == [["alpha", "A"], ["beta"]]
     assert ingested.counts["queries_with_answers"] == 2
-    spec["queries"].write_text('{"_id": "q1", "text": "a?", "metadata": {"answers": [3]}}\n', encoding="utf-8")
-    with pytest.raises(InputError, match=r"queries\.jsonl: line 1: metadata.answers of query 'q1' must be a non"):
-        beir.load(spec, "tiny")
+    for bad in ("[3]", "[]"):
+        spec["queries"].write_text('{"_id": "q1", "text": "a?", "metadata": {"answers": %s}}\n' % bad,
+                                   encoding="utf-8")
+        with pytest.raises(InputError, match=r"queries\.jsonl: line 1: metadata.answers of query 'q1' must be a non"):
+            beir.load(spec, "tiny")
+    spec["queries"].write_text('{"_id": 7, "text": "a?", "metadata": {"answers": ["alpha"]}}\n', encoding="utf-8")
+    assert beir.load(spec, "tiny").questions["answers"].to_list() == [["alpha"]]  # an integer id, as read_queries
     root = Path(__file__).resolve().parents[1] / "data" / "your-data"
     example = beir.load({"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl",
                          "qrels": root / "qrels.tsv"}, "harbor_library")

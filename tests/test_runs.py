@@ -56,7 +56,9 @@ def test_a_hybrid_arm_fuses_an_imported_run_like_its_own_stage():
 @pytest.mark.parametrize("text, message", [
     ("q1 Q0 u1 1 1.0 s\nq1 Q0 u9 2 0.5 s\n", r"system.trec, line 2: unit 'u9' is not in the dataset \(1 lines"),
     ("q7 Q0 u1 1 1.0 s\n", r"line 1: question 'q7' is not in the dataset"),
-    ("q1 Q0 u1 1 1.0 s\nq1 Q0 u2 2 0.5 s\nq1 Q0 u1 3 0.2 s\n", r"line 3: question 'q1' lists unit 'u1' twice"),
+    ("q1 Q0 u1 1 1.0 s\nq1 Q0 u2 2 0.5 s\nq1 Q0 u2 3 0.2 s\nq1 Q0 u1 4 0.1 s\n",
+     r"line 3: question 'q1' lists unit 'u2' twice"),
+    ("q1 Q0 u1 1 nan s\n", r"line 1: score nan of question 'q1' is not a finite number"),
     ("q1 Q0 u1 1 1.0 s\nq1 u2 0.5\n", r"line 2: not a TREC run line"),
     ("\n", r"the file holds no line"),
 ])
@@ -96,3 +98,14 @@ def test_an_arm_names_the_run_it_reads_exactly_when_it_reads_one(config, arm, me
     config["datasets"]["other"] = copy.deepcopy(config["datasets"]["demo"])
     with pytest.raises(InputError, match=r"retrieval.runs.mine.path has no \{dataset\} but arms.x runs on 2 datasets"):
         validate_config(copy.deepcopy(config))
+
+
+def test_fusing_three_rankings_breaks_ties_by_unit_id_whatever_list_holds_which_rank():
+    """1/(60+1) + 1/(60+2) + 1/(60+3) summed in list order differs in the last bit with the order; the fused
+    score sums smallest first, so two units ranked (1, 2, 3) and (3, 1, 2) tie and fall back to unit_id."""
+    from workflow_scripts.retrieval.fusion import rrf
+
+    lists = [pl.DataFrame({"qid": ["q"] * 2, "unit_id": ["b", "a"], "rank": [r_b, r_a]})
+             for r_b, r_a in ((1, 3), (2, 1), (3, 2))]
+    fused = rrf(lists, 60)
+    assert fused["fused_score"][0] == fused["fused_score"][1] and fused["unit_id"].to_list() == ["a", "b"]

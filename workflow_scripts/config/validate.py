@@ -249,12 +249,12 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
         )
     if "base_arm" in families and not is_closed_book_pair(pair):
         base = config["arms"][pair["base"]]
-        if base["first_stage"] == "bm25" or not base["rerank"]:
+        if "dense" not in first_stages(base) or not base["rerank"]:
             problems.append(
                 f"routing.pairs.{name}.features: 'base_arm' (Study A's Keep features) needs the base arm "
                 f"'{pair['base']}' to rerank a dense or hybrid first stage"
             )
-    bm25_scopes = {arm["scope"] for arm in config["arms"].values() if arm["first_stage"] in ("bm25", "hybrid")}
+    bm25_scopes = {arm["scope"] for arm in config["arms"].values() if "bm25" in first_stages(arm)}
     if "retrieval_score" in families and scope not in bm25_scopes:
         problems.append(
             f"routing.pairs.{name}.features: 'retrieval_score' needs the BM25 probe, a BM25 first stage in scope "

@@ -30,7 +30,9 @@ Frontiers (the frozen-threshold protocol of Study B: thresholds come from calibr
   split over the K − 1 of them (a union bound), gives ε = sqrt(ln((K − 1)/δ) / (2n)) uniformly in t, so with
   probability ≥ 1 − δ the population's mean calls stay within 1 + ρ(K − 1). K = 2 is Study B's rule. With
   budgets.heldout_term, δ is halved again and the held-out mean's Hoeffding term sqrt(ln(2/δ)/(2m)) is added, so
-  the calls realized on the m held-out questions are covered too (routing/frontiers.py).
+  the calls realized on the m held-out questions are covered too (routing/frontiers.py). Like Study B's rule, the
+  bound treats calibration questions as independent draws: right where a group holds one question (HotpotQA,
+  MuSiQue and 2Wiki contexts), optimistic where many questions share a paper.
 Questions whose forced answer failed at some step cannot be scored at every threshold: they are left out, counted.
 """
 
@@ -100,7 +102,8 @@ def fit_ridge(features: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFrame
     n_groups = table["group_id"].n_unique()
     if n_groups < max(n_splits, 2):
         raise InputError(f"multistep stop router ridge: {n_splits} folds need at least {max(n_splits, 2)} dev question "
-                         f"groups with a next step (have {n_groups}); lower routing.n_splits or add questions")
+                         f"groups with a next step (have {n_groups}); lower routing.n_splits, add questions, or drop "
+                         f"ridge from multistep.stop_routers")
     X = table.select(STEP_FEATURES).to_numpy()
     y = table["gain"].to_numpy()
     search = GridSearchCV(Pipeline([("scale", StandardScaler()), ("ridge", Ridge())]),
@@ -244,9 +247,11 @@ def frontier_table(trajectories: pl.DataFrame, correctness: pl.DataFrame, splits
     if k < 2 or not routers:
         return pl.DataFrame(), fitted
     for name, qids in members.items():
-        if not qids:
-            raise InputError(f"multistep frontiers: no scored question is in the {name} split; the frozen-threshold "
-                             f"protocol needs dev, calibration and held-out questions (config splits.fractions)")
+        if not qids and (name != "dev" or "ridge" in routers):
+            needs = "the ridge stop router is fitted on dev" if name == "dev" else "thresholds are frozen on " \
+                "calibration and measured on held-out"
+            raise InputError(f"multistep frontiers: no scored question is in the {name} split, and {needs} (config "
+                             f"splits.fractions{', or drop ridge from multistep.stop_routers' * (name == 'dev')})")
     grid = check_budgets(budgets["grid"])
     features = step_features(trajectories)
     rows = []
@@ -260,4 +265,4 @@ def frontier_table(trajectories: pl.DataFrame, correctness: pl.DataFrame, splits
         rows += frontier_rows(router, paths(trajectories, correctness, scores, members["calibration"]),
                               paths(trajectories, correctness, scores, members["heldout"]), k, grid,
                               budgets["delta"], budgets.get("heldout_term", False), bootstrap, seed)
-    return pl.DataFrame(rows), fitted
+    return pl.DataFrame(rows, infer_schema_length=None), fitted

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+from scipy.stats import false_discovery_control
 
 from workflow_scripts.core.contracts import (
     ANSWER_SUMMARY,
@@ -457,10 +458,13 @@ def multistep_findings(policy: str, curve: pl.DataFrame, comparisons: pl.DataFra
 def frontier_finding(policy: str, frontiers: pl.DataFrame) -> Finding:
     """The stop routers' deployable frontier over retrieval calls: the (router, budget) that beats spending the same
     calls blindly by the most, with its interval, or that none does (the closest), and how often the frozen
-    thresholds overspent their target on held-out (deployable and conservative)."""
+    thresholds overspent their target on held-out (deployable and conservative). Every cell is a test, so a cell
+    beats only with its CI above 0 and its permutation p adjusted over all cells (Benjamini–Hochberg) below the
+    level; the p shown is the adjusted one."""
     deployable = frontiers.filter(pl.col("frontier") == DEPLOYABLE)
-    rows = [{**row, "estimate": row["vs_blind"], "low": row["vs_blind_low"], "high": row["vs_blind_high"]}
-            for row in deployable.iter_rows(named=True)]
+    adjusted = false_discovery_control(deployable["p_permutation"].fill_null(1.0).to_numpy())  # Benjamini–Hochberg
+    rows = [{**row, "estimate": row["vs_blind"], "low": row["vs_blind_low"], "high": row["vs_blind_high"],
+             "p_permutation": float(p)} for row, p in zip(deployable.iter_rows(named=True), adjusted)]
     beating = [row for row in rows if verdict_of(row) == EFFECT and excludes_zero(row) > 0]
     row = max(beating or rows, key=lambda row: (row["estimate"], -row["budget"]))
     where = (f"`{row['router']}` at {number(row['target_calls'], 2)} calls per question (realized "
@@ -470,9 +474,10 @@ def frontier_finding(policy: str, frontiers: pl.DataFrame) -> Finding:
                  .height for frontier in (DEPLOYABLE, CONSERVATIVE)}
     budgets = deployable.height
     return Finding(
-        (f"`{policy}`: stop router {where} against spending the same calls blindly" if beating else
+        (f"`{policy}`: stop router {where} against spending the same calls blindly (the best of {len(rows)} router "
+         f"× budget cells, p adjusted over them)" if beating else
          f"`{policy}`: no stop router's frozen threshold beats spending the same calls blindly ({budgets} router × "
-         f"budget cells, {row['n_heldout']} held-out questions); the closest, {where}") +
+         f"budget cells, {row['n_heldout']} held-out questions, p adjusted over them); the closest, {where}") +
         f"; held-out calls exceeded the target in {overspent[DEPLOYABLE]} of {budgets} deployable and "
         f"{overspent[CONSERVATIVE]} of {budgets} conservative cells.", MULTISTEP, policy)
 

@@ -54,7 +54,7 @@ def comparison_baselines(arms: Mapping[str, Mapping[str, Any]]) -> list[tuple[st
     def own_first_stage(name: str) -> str | None:
         arm = arms[name]
         return next((other for other in names if other != name and not arms[other].get("rerank")
-                     and arms[other]["first_stage"] == arm["first_stage"]
+                     and first_stages(arms[other]) == first_stages(arm) and arms[other].get("run") == arm.get("run")
                      and arms[other].get("scope") == arm.get("scope")), None) if arm.get("rerank") else None
 
     return [(name, own_first_stage(name) or names[0]) for name in names[1:]]

@@ -26,6 +26,8 @@ def rrf(rankings: Sequence[pl.DataFrame], k: int) -> pl.DataFrame:
     merged = parts[0]
     for part in parts[1:]:
         merged = merged.join(part, on=list(KEYS), how="full", coalesce=True)
-    terms = [pl.col(f"rrf_{index}").fill_null(0.0) for index in range(len(parts))]
-    fused = merged.select(*KEYS, pl.sum_horizontal(terms).alias("fused_score"))  # list order: the same every run
+    terms = pl.concat_list([pl.col(f"rrf_{index}").fill_null(0.0) for index in range(len(parts))])
+    # summed smallest first: floating-point addition is not associative, so with three or more lists a fixed list
+    # order could split documents whose ranks are the same multiset (two lists: a + b = b + a, unchanged)
+    fused = merged.select(*KEYS, terms.list.sort().list.sum().alias("fused_score"))
     return fused.sort(["qid", "fused_score", "unit_id"], descending=[False, True, False])

@@ -113,11 +113,13 @@ def read_answers(path: Path) -> dict[str, list[str]]:
         given = metadata.get("answers") if isinstance(metadata, dict) else None
         if given is None:
             continue
+        qid = _field(record, "_id", path, number)
         given = [given] if isinstance(given, str) else given
-        if not isinstance(given, list) or not all(isinstance(answer, str) and answer.strip() for answer in given):
-            raise InputError(f"{path}: line {number}: metadata.answers of query {record.get('_id')!r} must be a "
-                             f"non-empty string or a list of them")
-        answers[record["_id"]] = list(dict.fromkeys(answer.strip() for answer in given))
+        if not isinstance(given, list) or not given or not all(isinstance(answer, str) and answer.strip()
+                                                               for answer in given):
+            raise InputError(f"{path}: line {number}: metadata.answers of query {qid!r} must be a non-empty string "
+                             f"or a non-empty list of them")
+        answers[qid] = list(dict.fromkeys(answer.strip() for answer in given))
     return answers
 
 
