@@ -176,3 +176,15 @@ def test_dl19_pool_runs_from_its_shipped_tsv(tmp_path, project_root):
     report = json.loads((results / "ingest_report.json").read_text())
     assert report["counts"]["qrels_unknown_units"] == 6988
     assert report["notes"]["qrels_unknown_units"].startswith("expected for a re-ranking pool")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_your_data_walkthrough_plans_three_arms_two_answer_tables_and_one_pair(tmp_path, project_root):
+    """docs/your-data.md's walkthrough on the shipped example: BM25, dense and RRF over one corpus, answers without
+    and with BM25's evidence, one retrieve-or-not pair (nothing judged)."""
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "your_data"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "embed_units", "run_arm", "evaluate_arm", "generate_answers",
+                                              "judge_answers", "route_labels", "route_frontiers", "summary")} == {
+        "ingest": 1, "embed_units": 1, "run_arm": 3, "evaluate_arm": 3, "generate_answers": 2, "judge_answers": None,
+        "route_labels": 1, "route_frontiers": 1, "summary": 1}
