@@ -715,7 +715,8 @@ MULTISTEP_FRONTIERS = Contract(  # multistep/budgets.py frontier_table
     about="Stop routers' frozen thresholds per budget of mean retrieval calls: calls on calibration and realized on "
     "held-out, correctness, rescued and harmed against one retrieval, and the paired difference against spending the "
     "same calls blindly (CI from a bootstrap over groups, paired permutation p).",
-)  # per router × frontier × budget: the dataset page's; the landing page has its finding
+    landing=(),  # per router × frontier × budget: the dataset page's; the landing page has its finding
+)
 
 
 # --- Measured cost (cost/ledger.py, cost/pricing.py, routing/policy_costs.py): the per-query ledger and what each
