@@ -45,7 +45,7 @@ CONFIG_CASES = {
                             "arms.bm25.candidates = True is not allowed; expected a value of type integer"),
     "unknown top-level key": (set_key("datasetz", {}), "unknown key(s) ['datasetz']"),
     "unknown first stage": (set_key("arms.bm25.first_stage", "splade"),
-                            "arms.bm25.first_stage = 'splade' is not allowed; expected one of ['bm25', 'dense', 'hybrid']"),
+                            "arms.bm25.first_stage = 'splade' is not allowed; expected one of ['bm25', 'dense', 'hybrid', 'run']"),
     "unknown reranker reference": (set_key("arms.keep.rerank", "monot5"),
                                    "arms.keep.rerank = 'monot5' names no models.rerankers entry"),
     "keep larger than candidates": (set_key("arms.bm25.keep", 50), "arms.bm25.keep = 50 is larger than candidates = 5"),
