@@ -66,7 +66,7 @@ def test_scifact_tables_satisfy_the_contracts(scifact: Ingested) -> None:
 
 def test_nfcorpus_queries_and_qrels(shared_data: Path) -> None:
     folder = shared_data / "beir-nfcorpus"
-    queries = beir.read_queries(folder / "queries.test.jsonl")
+    queries, answers = beir.read_query_records(folder / "queries.test.jsonl")
     qrels = beir.read_qrels(folder / "qrels" / "test.tsv")
     assert len(queries) == 323
     assert len(qrels) == 12334
@@ -76,6 +76,7 @@ def test_nfcorpus_queries_and_qrels(shared_data: Path) -> None:
     assert sum(row.relevance == 1 for row in qrels) == 11758
     assert sum(row.relevance == 2 for row in qrels) == 576
     assert queries["PLAIN-2"] == "Do Cholesterol Statin Drugs Cause Breast Cancer?"
+    assert answers == {}  # NFCorpus queries carry no metadata.answers
 
 
 # --- small hand-made inputs -------------------------------------------------------------------------------------
@@ -182,7 +183,7 @@ def test_reference_answers_come_from_the_queries_metadata(tmp_path: Path) -> Non
         with pytest.raises(InputError, match=r"queries\.jsonl: line 1: metadata.answers of query 'q1' must be a non"):
             beir.load(spec, "tiny")
     spec["queries"].write_text('{"_id": 7, "text": "a?", "metadata": {"answers": ["alpha"]}}\n', encoding="utf-8")
-    assert beir.load(spec, "tiny").questions["answers"].to_list() == [["alpha"]]  # an integer id, as read_queries
+    assert beir.load(spec, "tiny").questions["answers"].to_list() == [["alpha"]]  # an integer id, as the query texts
     root = Path(__file__).resolve().parents[1] / "data" / "your-data"
     example = beir.load({"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl",
                          "qrels": root / "qrels.tsv"}, "harbor_library")

@@ -55,7 +55,7 @@ from workflow_scripts.routing.routers import fit_router, make_router, model_scor
 from workflow_scripts.stats.paired import compare_policies
 
 STEP_FEATURES = ("step", "answer_min_prob", "answer_entropy", "new_units", "added_units", "top_score",
-                 "thought_tokens")
+                 "thought_words")
 
 
 def step_features(trajectories: pl.DataFrame) -> pl.DataFrame:
@@ -69,7 +69,7 @@ def step_features(trajectories: pl.DataFrame) -> pl.DataFrame:
         pl.col("new_units").cast(pl.Float64),
         pl.col("added_units").cast(pl.Float64),
         pl.col("scores").list.max().fill_null(0.0).alias("top_score"),
-        pl.col("thought").str.split(" ").list.len().cast(pl.Float64).alias("thought_tokens"),
+        pl.col("thought").str.split(" ").list.len().cast(pl.Float64).alias("thought_words"),
     ).with_columns(pl.col("step").cast(pl.Float64))
 
 
@@ -108,7 +108,7 @@ def fit_ridge(features: pl.DataFrame, labels: pl.DataFrame, groups: pl.DataFrame
     y = table["gain"].to_numpy()
     search = GridSearchCV(Pipeline([("scale", StandardScaler()), ("ridge", Ridge())]),
                           {"ridge__alpha": [float(alpha) for alpha in alphas]}, scoring="neg_mean_squared_error",
-                          cv=GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed))
+                          cv=GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed), refit=False)
     search.fit(X, y, groups=table["group_id"].to_numpy())
     alpha = float(search.best_params_["ridge__alpha"])
     spec = make_router("ridge", "ridge", STEP_FEATURES, alpha=alpha)
@@ -149,17 +149,15 @@ def paths(trajectories: pl.DataFrame, correctness: pl.DataFrame, scores: np.ndar
         pl.Series("score", scores, dtype=pl.Float64)).join(correctness.select("qid", "step", "correct"),
                                                            on=["qid", "step"], how="left")
     table = table.filter(pl.col("qid").is_in(sorted(qids))).sort(["qid", "step"])
-    found = Paths([], np.empty(0, dtype=object), [], [], [], [])
-    groups = []
-    for (qid,), path in table.group_by("qid", maintain_order=True):
-        found.qids.append(qid)
-        groups.append(path["group_id"][0])
-        found.minima.append(np.minimum.accumulate(path["score"].to_numpy()[:-1]))
-        found.correct.append(path["correct"].to_numpy())
-        found.seconds.append(np.cumsum(path["seconds"].to_numpy()))
-        found.tokens.append(np.cumsum(path["tokens"].to_numpy()))
-    found.groups = np.asarray(groups, dtype=object)
-    return found
+    by_qid = [(qid, path) for (qid,), path in table.group_by("qid", maintain_order=True)]
+    return Paths(
+        qids=[qid for qid, _ in by_qid],
+        groups=np.asarray([path["group_id"][0] for _, path in by_qid], dtype=object),
+        minima=[np.minimum.accumulate(path["score"].to_numpy()[:-1]) for _, path in by_qid],
+        correct=[path["correct"].to_numpy() for _, path in by_qid],
+        seconds=[np.cumsum(path["seconds"].to_numpy()) for _, path in by_qid],
+        tokens=[np.cumsum(path["tokens"].to_numpy()) for _, path in by_qid],
+    )
 
 
 def threshold_for(pooled: np.ndarray, n: int, extra: float) -> float:

@@ -55,9 +55,9 @@ def stream(spec: Mapping[str, Any], dataset: str) -> UnitStream:
     for number, record in files.read_jsonl(corpus):
         yield corpus_unit(number, record, corpus)
         docs += 1
-    queries = read_queries(queries_path)
+    queries, answers = read_query_records(queries_path)
     qrels = read_qrels(qrels_path)
-    return judged_rest(docs, queries, qrels, "corpus_docs", "queries", answers=read_answers(queries_path))
+    return judged_rest(docs, queries, qrels, "corpus_docs", "queries", answers=answers)
 
 
 def load(spec: Mapping[str, Any], dataset: str) -> Ingested:
@@ -93,34 +93,28 @@ def corpus_unit(number: int, record: Any, path: Path) -> dict:
     )
 
 
-def read_queries(path: Path) -> dict[str, str]:
-    """qid → text, in file order, from a BEIR queries file; a repeated qid names its line."""
+def read_query_records(path: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(qid → text, qid → reference answers) from one pass over a BEIR queries file. A repeated qid names its line;
+    the answers come from `metadata.answers` (a list of strings, or one string), and queries without them are left
+    out of the second mapping. Anything else there names the file, line and query."""
     queries: dict[str, str] = {}
+    answers: dict[str, list[str]] = {}
     for number, record in files.read_jsonl(path):
         qid = _field(record, "_id", path, number)
         if qid in queries:
             raise InputError(f"{path}: line {number} repeats query id {qid!r}")
         queries[qid] = _field(record, "text", path, number)
-    return queries
-
-
-def read_answers(path: Path) -> dict[str, list[str]]:
-    """qid → its reference answers, from `metadata.answers` of a BEIR queries file (a list of strings, or one
-    string); queries without them are left out. Anything else there names the file, line and query."""
-    answers: dict[str, list[str]] = {}
-    for number, record in files.read_jsonl(path):
         metadata = record.get("metadata") or {}
         given = metadata.get("answers") if isinstance(metadata, dict) else None
         if given is None:
             continue
-        qid = _field(record, "_id", path, number)
         given = [given] if isinstance(given, str) else given
         if not isinstance(given, list) or not given or not all(isinstance(answer, str) and answer.strip()
                                                                for answer in given):
             raise InputError(f"{path}: line {number}: metadata.answers of query {qid!r} must be a non-empty string "
                              f"or a non-empty list of them")
         answers[qid] = list(dict.fromkeys(answer.strip() for answer in given))
-    return answers
+    return queries, answers
 
 
 def parse_relevance(value: str, path: Path, number: int) -> int:
