@@ -29,7 +29,7 @@ rule generate_answers:
 rule judge_answers:
     input:
         unpack(answer_inputs),
-        answers=unsharded(rules.generate_answers.output.answers),
+        answers=lambda wildcards: answers_of(wildcards.dataset, wildcards.policy),
     output:
         grounded=sharded(
             "judge_answers", "results/{dataset}/judgments/{policy}_grounded.parquet", contracts.JUDGMENTS_GROUNDED
@@ -59,9 +59,7 @@ rule answer_summary:
     input:
         grounded=lambda wildcards: judged(wildcards.dataset, "grounded"),
         quality=lambda wildcards: judged(wildcards.dataset, "quality"),
-        answers=lambda wildcards: [
-            output_of("generate_answers", "answers", dataset=wildcards.dataset, policy=policy) for policy in POLICIES
-        ],
+        answers=lambda wildcards: [answers_of(wildcards.dataset, policy) for policy in POLICIES],
         splits=rules.splits.output.splits,
     output:
         summary="results/{dataset}/answers/summary.csv",

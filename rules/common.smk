@@ -23,6 +23,7 @@ for warning in environment_warnings(config):
 
 DATASETS = sorted(config["datasets"])
 POLICIES = config["generation"]["policies"]
+SYSTEMS = config["systems"]  # imported systems (rules/systems.smk): each a policy and an arm of its dataset
 ROUTERS = sorted(config["routing"]["routers"])
 LLM_CACHE = "results/cache/llm"
 MODEL_CACHE = "results/cache/models"
@@ -91,6 +92,7 @@ wildcard_constraints:
     reranker="[A-Za-z0-9][A-Za-z0-9_-]*",
     pair="[A-Za-z0-9][A-Za-z0-9_-]*",
     policy="[A-Za-z0-9][A-Za-z0-9_-]*",
+    system="[A-Za-z0-9][A-Za-z0-9_-]*",
     shard=r"\d+-of-\d+",
 
 
@@ -236,11 +238,36 @@ def arms_for(dataset):
     return {name: arm for name, arm in config["arms"].items() if dataset in arm.get("datasets", DATASETS)}
 
 
+def policies_for(dataset):
+    """The policies `dataset` can answer with besides closed_book: its arms and its imported systems."""
+    return set(arms_for(dataset)) | {name for name, system in SYSTEMS.items() if system["dataset"] == dataset}
+
+
+def answers_of(dataset, policy):
+    """A policy's answers: generated (generate_answers), or an imported system's (import_system)."""
+    if policy in SYSTEMS:
+        return output_of("import_system", "answers", dataset=dataset, system=policy)
+    return output_of("generate_answers", "answers", dataset=dataset, policy=policy)
+
+
+def run_of(dataset, arm):
+    """An arm's run: its retrieval (run_arm), or an imported system's contexts (import_system)."""
+    if arm in SYSTEMS:
+        return output_of("import_system", "run", dataset=dataset, system=arm)
+    return output_of("run_arm", "run", dataset=dataset, arm=arm)
+
+
+def is_system_pair(pair):
+    """A routing pair between two imported systems: its labels come from their answers, like Study B's."""
+    return {pair["base"], pair["alternative"]} <= set(SYSTEMS)
+
+
 def final_targets():
     """Everything `snakemake` builds by default for the configured datasets."""
     targets = []
     for dataset in DATASETS:
         targets += ingest_targets(dataset)  # rules/ingest.smk
+        targets += system_targets(dataset)  # rules/systems.smk
         targets += retrieval_targets(dataset)  # rules/retrieve.smk
         targets += routing_targets(dataset)  # rules/route.smk
         targets += answer_targets(dataset)  # rules/answer.smk

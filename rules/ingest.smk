@@ -40,7 +40,7 @@ rule ingest:
     conda:
         "../envs/cpu.yaml"
     params:
-        spec=lambda wildcards: config["datasets"][wildcards.dataset],
+        spec=dataset_spec,
     script:
         "../workflow_scripts/ingest/jobs/ingest.py"
 

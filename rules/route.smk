@@ -18,6 +18,7 @@ rule route_labels:
         "../envs/cpu.yaml"
     params:
         pair=route_pair,
+        from_answers=lambda wildcards: labels_from_answers(route_pair(wildcards)),
     script:
         "../workflow_scripts/routing/jobs/route_labels.py"
 

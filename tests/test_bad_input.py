@@ -50,7 +50,7 @@ CONFIG_CASES = {
                                    "arms.keep.rerank = 'monot5' names no models.rerankers entry"),
     "keep larger than candidates": (set_key("arms.bm25.keep", 50), "arms.bm25.keep = 50 is larger than candidates = 5"),
     "unknown arm as policy": (set_key("generation.policies", ["keep", "colbert"]),
-                              "generation.policies: ['colbert'] are neither arms nor closed_book"),
+                              "generation.policies: ['colbert'] are neither arms, imported systems nor closed_book"),
     "unknown arm in routing pair": (set_key("routing.pairs.keep_vs_hybrid.alternative", "hybird"),
                                     "routing.pairs.keep_vs_hybrid.alternative = 'hybird' names no arm"),
     "routing pair that refers to itself": (set_key("routing.pairs.keep_vs_hybrid.alternative", "keep"),

@@ -188,3 +188,14 @@ def test_the_your_data_walkthrough_plans_three_arms_two_answer_tables_and_one_pa
                                               "judge_answers", "route_labels", "route_frontiers", "summary")} == {
         "ingest": 1, "embed_units": 1, "run_arm": 3, "evaluate_arm": 3, "generate_answers": 2, "judge_answers": None,
         "route_labels": 1, "route_frontiers": 1, "summary": 1}
+
+
+def test_the_your_system_quickstart_imports_two_systems_judges_and_routes_them(tmp_path, project_root):
+    """docs/your-system.md's quickstart on the shipped example: two imported systems (ragas and DeepEval files),
+    nothing generated, both judged and validated, one pair between them."""
+    jobs = planned_jobs(study_workdir(tmp_path, project_root, "your_system"))
+    assert {rule: jobs.get(rule) for rule in ("ingest", "import_system", "run_arm", "generate_answers",
+                                              "judge_answers", "judge_validation", "route_labels", "route_frontiers",
+                                              "cost_ledger", "summary")} == {
+        "ingest": 1, "import_system": 2, "run_arm": None, "generate_answers": None, "judge_answers": 2,
+        "judge_validation": 1, "route_labels": 1, "route_frontiers": 1, "cost_ledger": 1, "summary": 1}

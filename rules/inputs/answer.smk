@@ -11,7 +11,7 @@ def answer_inputs(wildcards):
         "units": output_of("ingest", "units", dataset=dataset),
     }
     if wildcards.policy != vocabulary.CLOSED_BOOK:
-        inputs["run"] = output_of("run_arm", "run", dataset=dataset, arm=wildcards.policy)
+        inputs["run"] = run_of(dataset, wildcards.policy)
     return inputs
 
 
@@ -41,7 +41,7 @@ def judged(dataset, judge):
 
 
 def answer_targets(dataset):
-    if not POLICIES or not set(POLICIES) - {vocabulary.CLOSED_BOOK} <= set(arms_for(dataset)):
+    if not POLICIES or not set(POLICIES) - {vocabulary.CLOSED_BOOK} <= policies_for(dataset):
         return []
     return [
         output_of("answer_summary", "summary", dataset=dataset),
@@ -53,7 +53,7 @@ def answer_cost_sources(dataset):
     """What the cost ledger prices of answering: each answered policy's generations (their own latencies and
     tokens, at models.generator's prices) and each judged policy's judgments (at models.judge's)."""
     sources = []
-    for policy in answered_policies(dataset):
+    for policy in set(answered_policies(dataset)) - set(SYSTEMS):  # a system's own costs: system_cost_sources
         answers = {"answers": contracts.GENERATIONS}
         source = cost_source("generate_answers", "generation", policy, answers, dataset=dataset, policy=policy)
         sources.append(source | {"prices": config["models"]["generator"].get("prices")})

@@ -6,8 +6,20 @@ def dataset_files(wildcards):
     """The raw files of one dataset (its format's file keys), so editing a source file reruns ingest."""
     from workflow_scripts.ingest.adapters.registry import adapter_for
 
+    spec = dataset_spec(wildcards)
+    files = {key: spec[key] for key in adapter_for(wildcards.dataset, spec["format"])[1]}
+    return files | {f"system__{name}": system["path"] for name, system in spec.get("systems", {}).items()}
+
+
+def dataset_spec(wildcards):
+    """The dataset's config entry as its adapter reads it; a `systems` dataset with its systems' blocks (the
+    systems whose contexts are texts make it: ingest/adapters/systems.py)."""
     spec = config["datasets"][wildcards.dataset]
-    return {key: spec[key] for key in adapter_for(wildcards.dataset, spec["format"])[1]}
+    if spec["format"] != "systems":
+        return spec
+    return spec | {
+        "systems": {name: subset(system, ("path", "columns")) for name, system in systems_of(wildcards.dataset).items()}
+    }
 
 
 def ingest_inputs(wildcards):

@@ -7,7 +7,7 @@ def answered_policies(dataset):
     policies = list(POLICIES) if answer_targets(dataset) else []
     for name in routed_pairs(dataset):
         pair = config["routing"]["pairs"][name]
-        policies += [side for side in (pair["base"], pair["alternative"]) if is_closed_book_pair(pair)]
+        policies += [side for side in (pair["base"], pair["alternative"]) if labels_from_answers(pair)]
     return sorted(set(policies))
 
 
@@ -19,6 +19,7 @@ def cost_sources(wildcards):
         retrieval_cost_sources(wildcards.dataset)
         + answer_cost_sources(wildcards.dataset)
         + multistep_cost_sources(wildcards.dataset)
+        + system_cost_sources(wildcards.dataset)
     )
 
 
@@ -34,6 +35,7 @@ def cost_pairs(dataset):
     return sorted(
         name
         for name in routed_pairs(dataset)
+        if not is_system_pair(pairs[name])  # a system's costs are its own report, not the arms' stages
         if is_closed_book_pair(pairs[name]) or {pairs[name]["base"], pairs[name]["alternative"]} <= answered
     )
 
@@ -41,7 +43,7 @@ def cost_pairs(dataset):
 def report_targets(dataset):
     """The dataset's ledger, and per costed pair its cost tables and figures (every output of report_figures and
     study_c_figures: the rules' `output:` names them once)."""
-    targets = [output_of("cost_ledger", "ledger", dataset=dataset)] if arms_for(dataset) else []
+    targets = [output_of("cost_ledger", "ledger", dataset=dataset)] if policies_for(dataset) else []
     for pair in cost_pairs(dataset):
         targets += [
             output_of("report_figures", figure, dataset=dataset, pair=pair)
@@ -72,6 +74,7 @@ def summary_tables():
             show(dataset, "retrieval_summary", "csv", contracts.metrics_summary_report(()))
             if arms_compared(dataset):
                 show(dataset, "compare_arms", "csv", contracts.ARM_COMPARISONS)
+        if policies_for(dataset):
             show(dataset, "cost_ledger", "stages", contracts.COST_STAGE_TOTALS)
         if answer_targets(dataset):
             show(dataset, "answer_summary", "summary", contracts.ANSWER_SUMMARY)

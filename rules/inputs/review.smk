@@ -7,7 +7,7 @@ def review_inputs(wildcards):
     dataset = wildcards.dataset
     return {
         **{judge: judged(dataset, judge) for judge in vocabulary.JUDGES},
-        "answers": [output_of("generate_answers", "answers", dataset=dataset, policy=policy) for policy in POLICIES],
+        "answers": [answers_of(dataset, policy) for policy in POLICIES],
         "runs": [shown for shown in shown_runs(wildcards).values() if shown],
         "questions": output_of("ingest", "questions", dataset=dataset),
         "units": output_of("ingest", "units", dataset=dataset),
@@ -17,12 +17,7 @@ def review_inputs(wildcards):
 def shown_runs(wildcards):
     """policy → the run whose units the answer saw (None for closed_book)."""
     return {
-        policy: (
-            None
-            if policy == vocabulary.CLOSED_BOOK
-            else output_of("run_arm", "run", dataset=wildcards.dataset, arm=policy)
-        )
-        for policy in POLICIES
+        policy: (None if policy == vocabulary.CLOSED_BOOK else run_of(wildcards.dataset, policy)) for policy in POLICIES
     }
 
 
@@ -35,7 +30,7 @@ def validation_inputs(wildcards):
     dataset = wildcards.dataset
     return {
         "grounded": judged(dataset, "grounded"),
-        "answers": [output_of("generate_answers", "answers", dataset=dataset, policy=policy) for policy in POLICIES],
+        "answers": [answers_of(dataset, policy) for policy in POLICIES],
         "questions": output_of("ingest", "questions", dataset=dataset),
         "splits": output_of("splits", "splits", dataset=dataset),
     }

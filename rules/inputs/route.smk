@@ -7,18 +7,26 @@ def route_pair(wildcards):
 
 
 def pair_scope(pair):
-    """The scope of the pair's retrieval arm: the base arm (Study A) or the alternative (Study B)."""
+    """The scope of the pair's retrieval arm: the base arm (Study A) or the alternative (Study B); none for two
+    imported systems."""
+    if is_system_pair(pair):
+        return None
     return config["arms"][pair["alternative"] if is_closed_book_pair(pair) else pair["base"]]["scope"]
+
+
+def labels_from_answers(pair):
+    """Study B's pairs and two imported systems' are labelled from their answers; Study A's from arm metrics."""
+    return is_closed_book_pair(pair) or is_system_pair(pair)
 
 
 def route_label_inputs(wildcards):
     """Study A: the two arms' per-query metrics. Study B: both policies' answers, the questions' references."""
     pair, dataset = route_pair(wildcards), wildcards.dataset
     inputs = {"splits": output_of("splits", "splits", dataset=dataset)}
-    if is_closed_book_pair(pair):
+    if labels_from_answers(pair):
         return inputs | {
-            "base": output_of("generate_answers", "answers", dataset=dataset, policy=pair["base"]),
-            "alternative": output_of("generate_answers", "answers", dataset=dataset, policy=pair["alternative"]),
+            "base": answers_of(dataset, pair["base"]),
+            "alternative": answers_of(dataset, pair["alternative"]),
             "questions": output_of("ingest", "questions", dataset=dataset),
         }
     return inputs | {
@@ -107,11 +115,11 @@ def pair_costing(wildcards):
 
 
 def routed_pairs(dataset):
-    """The routing pairs that run on `dataset`: both policies are its arms (or closed_book)."""
+    """The routing pairs that run on `dataset`: both policies are its arms or systems (or closed_book)."""
     return [
         name
         for name, pair in config["routing"]["pairs"].items()
-        if {pair["base"], pair["alternative"]} - {vocabulary.CLOSED_BOOK} <= set(arms_for(dataset))
+        if {pair["base"], pair["alternative"]} - {vocabulary.CLOSED_BOOK} <= policies_for(dataset)
     ]
 
 

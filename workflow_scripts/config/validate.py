@@ -22,6 +22,7 @@ from workflow_scripts.core.vocabulary import CLOSED_BOOK, FEATURE_FAMILY, SCORER
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 from workflow_scripts.retrieval.arms import first_stages
+from workflow_scripts.ingest.systems import SUFFIXES as SYSTEM_SUFFIXES
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -36,6 +37,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_measures(config)
     check_models(config)
     check_arms(config)
+    check_systems(config)
     check_routing(config)
     check_generation(config)
     check_study_c(config)
@@ -202,6 +204,58 @@ def check_arms(config: dict[str, Any]) -> None:
 
 
 
+def check_systems(config: dict[str, Any]) -> None:
+    """Each imported system names a dataset that can hold its contexts, an existing file and a name no arm has; a
+    `systems` dataset has at least one system."""
+    problems = []
+    for name, system in config["systems"].items():
+        where = f"systems.{name}"
+        dataset = config["datasets"].get(system["dataset"])
+        if name in config["arms"] or name == CLOSED_BOOK:
+            problems.append(f"{where}: the name is taken by {'an arm' if name in config['arms'] else 'closed_book'}; "
+                            f"a system is a policy and an arm of its own, so rename it")
+        if dataset is None:
+            problems.append(f"{where}.dataset = {system['dataset']!r} names no datasets entry; datasets: "
+                            f"{sorted(config['datasets'])}")
+        elif (dataset["format"] == "systems") != (system["contexts"] == "texts"):
+            problems.append(
+                f"{where}.contexts = {system['contexts']!r} but datasets.{system['dataset']} has format "
+                f"{dataset['format']!r}: contexts given as texts make a dataset of format systems; contexts given "
+                f"as ids name units of a corpus dataset (any other format)")
+        if not Path(system["path"]).is_file():
+            problems.append(f"{where}.path: file {system['path']!r} does not exist (paths are relative to the project "
+                            f"root)")
+        elif Path(system["path"]).suffix not in SYSTEM_SUFFIXES:
+            problems.append(f"{where}.path: {system['path']!r} must end in one of {list(SYSTEM_SUFFIXES)}")
+    for name, dataset in config["datasets"].items():
+        if dataset["format"] == "systems" and not any(s["dataset"] == name for s in config["systems"].values()):
+            problems.append(f"datasets.{name}: format systems is made of the systems that name it, and none does "
+                            f"(add systems.<name>: {{dataset: {name}, path: <its output file>}})")
+    if problems:
+        raise InputError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def system_pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """A pair between two imported systems: the same dataset, an answer scorer, features the systems have (their
+    questions; an imported system reports no token uncertainty and has no BM25 probe), the abstract trigger cost."""
+    where = f"routing.pairs.{name}"
+    systems = config["systems"]
+    problems = []
+    if systems[pair["base"]]["dataset"] != systems[pair["alternative"]]["dataset"]:
+        problems.append(f"{where}: systems {pair['base']!r} and {pair['alternative']!r} answer different datasets")
+    if pair["measure"] not in SCORERS:
+        problems.append(f"{where}.measure = {pair['measure']!r} is not an answer scorer; a pair of imported systems "
+                        f"scores their answers with one of {list(SCORERS)}")
+    other = [family for family in pair["features"] if family != "query_only"]
+    if other:
+        problems.append(f"{where}.features: {other} need the project's own retrieval or closed-book answers; a pair "
+                        f"of imported systems reads query_only")
+    if config["routing"].get("measured_cost"):
+        problems.append(f"routing.measured_cost: pair {name!r} is between imported systems, whose cost is their own "
+                        f"report (cost ledger), not stages a trigger can be priced from; use routing.cost_per_trigger")
+    return problems
+
+
 def study_b_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """A closed_book → retrieval-arm pair: a real arm, an answer scorer, no Keep-arm features (its answers come
     from models.generator, which always has a value: the schema's default is the offline SmolLM2)."""
@@ -224,6 +278,8 @@ def pair_problems(name: str, pair: dict[str, Any], config: dict[str, Any]) -> li
     if pair["base"] == pair["alternative"]:
         same = f"routing.pairs.{name}: base and alternative are the same arm {pair['base']!r}"
         return [f"{same}; a router chooses between two different policies"]
+    if {pair["base"], pair["alternative"]} <= set(config["systems"]):
+        return system_pair_problems(name, pair, config)
     if is_closed_book_pair(pair):
         problems = study_b_problems(name, pair, config)
     else:
@@ -283,13 +339,12 @@ def check_routing(config: dict[str, Any]) -> None:
 
 
 def check_generation(config: dict[str, Any]) -> None:
-    unknown = [
-        policy for policy in config["generation"]["policies"] if policy != CLOSED_BOOK and policy not in config["arms"]
-    ]
+    known = {CLOSED_BOOK, *config["arms"], *config["systems"]}
+    unknown = [policy for policy in config["generation"]["policies"] if policy not in known]
     if unknown:
         raise InputError(
-            f"invalid config:\n  generation.policies: {unknown} are neither arms nor closed_book; "
-            f"arms: {sorted(config['arms'])}"
+            f"invalid config:\n  generation.policies: {unknown} are neither arms, imported systems nor closed_book; "
+            f"arms: {sorted(config['arms'])}, systems: {sorted(config['systems'])}"
         )
 
 

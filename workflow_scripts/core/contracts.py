@@ -27,6 +27,7 @@ from workflow_scripts.core.vocabulary import (
     ALWAYS_ON,
     ARM_OUTCOMES,
     BACKENDS,
+    IMPORTED,
     BOOTSTRAP_METHODS,
     COST_BASES,
     FEATURE_FAMILY,
@@ -282,10 +283,12 @@ GENERATIONS = Contract(
         "key": Column(pl.String(), doc="the LLM cache key; equal keys mean identical requests"),
         "status": Column(pl.String(), doc="ok | error"),
         "error": Column(pl.String(), nullable=True, doc="why the request failed (status error)"),
-        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above)"),
+        "source": Column(pl.String(), doc="generated (this run) | cache (an earlier run) | duplicate (of a row above) "
+                         "| imported (an imported system's answer: ingest/systems.py; backend imported, model the "
+                         "system's name, device its file, latency_s and tokens as the file reports them or null)"),
         "constrained": Column(pl.Boolean(), doc="decoded under its step's reply schema (llm/constraints.py)"),
         **{
-            name: Column(column.dtype, nullable=name not in ("backend", "model", "device", "latency_s"), doc=column.doc)
+            name: Column(column.dtype, nullable=name not in ("backend", "model", "device"), doc=column.doc)
             for name, column in _RESULT_COLUMNS.items()
         },
         "evidence_in": Column(pl.Int32(), doc="evidence units the request carried"),
@@ -298,10 +301,10 @@ GENERATIONS = Contract(
     key=("request_id",),
     enums={
         "status": frozenset({"ok", "error"}),
-        "source": frozenset({"generated", "cache", "duplicate"}),
+        "source": frozenset({"generated", "cache", "duplicate", IMPORTED}),
         "finish_reason": frozenset({"stop", "length"}),
-        "backend": frozenset(BACKENDS),
-        "token_basis": frozenset({"tokenizer", "estimate"}),
+        "backend": frozenset({*BACKENDS, IMPORTED}),
+        "token_basis": frozenset({"tokenizer", "estimate", IMPORTED}),
     },
 )
 
@@ -730,11 +733,12 @@ COST_LEDGER = Contract(
         "qid": Column(pl.String()),
         "stage": Column(pl.String(), doc="the rule that did the work, as its cost source names it"),
         "component": Column(pl.String(), doc="which instance: scope, reranker, arm, pair or policy"),
-        "seconds": Column(pl.Float64(), doc="measured wall seconds attributed to this query"),
+        "seconds": Column(pl.Float64(), nullable=True, doc="measured wall seconds attributed to this query (null: an "
+                          "imported system that did not report its latency)"),
         "basis": Column(
             pl.String(),
             doc="item: the stage's own per-item measurement; job_even: the job's benchmark "
-            "seconds divided evenly over its items",
+            "seconds divided evenly over its items; imported: an imported system's own report (its file's latency)",
         ),
         "job_seconds": Column(pl.Float64(), doc="wall seconds of the whole job (Snakemake benchmark file)"),
         "job_items": Column(pl.Int64(), doc="items the job processed (queries, pairs or requests)"),
@@ -757,6 +761,20 @@ COST_LEDGER = Contract(
     },
     key=("qid", "stage", "component"),
     enums={"basis": COST_BASES},
+)
+
+SYSTEM_COSTS = Contract(
+    name="system_costs",
+    columns={
+        "qid": Column(pl.String()),
+        "latency_s": Column(pl.Float64(), nullable=True,
+                            doc="the system's own latency for the question (null: its file has none)"),
+        "prompt_tokens": Column(pl.Int32(), nullable=True),
+        "completion_tokens": Column(pl.Int32(), nullable=True),
+        "money": Column(pl.Float64(), nullable=True, doc="what answering it cost, as the file reports it"),
+        "currency": Column(pl.String(), nullable=True, doc="systems.<name>.currency (null where money is)"),
+    },
+    key=("qid",),
 )
 
 POLICY_COSTS = Contract(
@@ -1263,7 +1281,8 @@ COST_STAGE_TOTALS = Contract(  # cost/ledger.py stage_totals
         "component": COST_LEDGER.columns["component"],
         "basis": COST_LEDGER.columns["basis"],
         "rows": Column(pl.UInt32(), doc="ledger rows (queries) of this stage, component and basis"),
-        "seconds": Column(pl.Float64(), doc="their measured seconds, summed"),
+        "seconds": Column(pl.Float64(), nullable=True, doc="their measured seconds, summed (null: an imported system "
+                          "that did not report its latency)"),
         "money": Column(pl.Float64(), nullable=True, doc="their money, summed (null: any row's money is unknown)"),
         "currency": Column(pl.String(), nullable=True, doc="the prices' currency (null: none)"),
     },
@@ -1538,6 +1557,7 @@ CONTRACTS = {
         FRONTIERS,
         AUDIT,
         COST_LEDGER,
+        SYSTEM_COSTS,
         POLICY_COSTS,
         COST_FRONTIERS,
         REUSE_COSTS,

@@ -11,7 +11,7 @@ Out: the tuples and mappings below; `enumerations()` names the ones the config s
 
 # --- Ingest (ingest/adapters/registry.py: each format's loader; trec.py and pool.py: their file formats)
 DATASET_FORMATS = ("qasper", "beir", "trec", "pool_tsv", "hotpotqa", "ircot", "musique", "twowiki", "unarxive",
-                   "arxiv_metadata")
+                   "arxiv_metadata", "systems")  # systems: imported systems' files (ingest/systems.py)
 COLLECTION_FORMATS = ("html_tar", "smart")  # trec: html_tar (CACM), smart (Cranfield)
 TOPIC_FORMATS = ("cacm", "smart", "tsv")
 TREC_QRELS_FORMATS = ("trec", "cranfield")
@@ -20,6 +20,8 @@ POOL_QRELS_FORMATS = ("trec", "json")
 # --- Models
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("transformers", "openai", "vllm")  # an LLM block's backend (llm/engine.LOADERS)
+IMPORTED = "imported"  # the backend, source and token basis of an imported system's answers (ingest/systems.py)
+SYSTEM_CONTEXTS = ("texts", "ids")  # how an imported system gives its retrieved contexts
 
 # --- Retrieval
 FIRST_STAGES = ("bm25", "dense", "hybrid", "run")  # an arm's first stage (retrieval/arms.py); hybrid: RRF of its
@@ -143,9 +145,9 @@ FEATURE_FAMILY = {
 
 # What a cost source is priced as (cost/ledger.py; each source declares its kind in rules/inputs/*.smk): a search
 # per question, reranked (query, unit) pairs, a per-query table job, LLM answers (each its own latency), LLM judgments.
-COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge", "multistep")
+COST_KINDS = ("retrieval", "rerank", "table", "generation", "judge", "multistep", "imported")
 LLM_COST_KINDS = ("generation", "judge", "multistep")  # the kinds whose tokens cost money at the model block's prices
-COST_BASES = frozenset({"item", "job_even"})  # how a job's seconds are shared among its items
+COST_BASES = frozenset({"item", "job_even", IMPORTED})  # how a job's seconds are shared among its items
 QUERY_TYPES = ("problem", "method")  # Study C's synthetic queries, in the order each paper's rows are written
 AGREEMENT_MEASURES = (
     "spearman",
@@ -170,6 +172,7 @@ def enumerations() -> dict[str, tuple]:
         "pool_qrels_formats": POOL_QRELS_FORMATS,
         "devices": DEVICES,
         "backends": BACKENDS,
+        "system_contexts": SYSTEM_CONTEXTS,
         "first_stages": FIRST_STAGES,
         "fusable_stages": FUSABLE_STAGES,
         "scopes": SCOPES,

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from workflow_scripts.core.contracts import COST_LEDGER
-from workflow_scripts.core.vocabulary import COST_KINDS, LLM_COST_KINDS, TOKEN_COLUMNS
+from workflow_scripts.core.vocabulary import COST_KINDS, IMPORTED, LLM_COST_KINDS, TOKEN_COLUMNS
 from workflow_scripts.core.errors import InputError
 
 COUNTS = ("retrieval_calls", "llm_calls", "rerank_pairs")
@@ -108,6 +108,20 @@ def multistep_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl
     return job_even(steps.sort("qid"), seconds).with_columns(pl.col("items").alias("retrieval_calls"))
 
 
+def imported_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
+    """An imported system's own report (SYSTEM_COSTS): its latency as the question's seconds (null: not reported),
+    its tokens and money; counted as one search and one LLM call per question (what the pipeline can know)."""
+    costs = tables[0]
+    return costs.select(
+        "qid", pl.col("latency_s").alias("seconds"), pl.lit(IMPORTED).alias("basis"),
+        pl.lit(seconds).alias("job_seconds"), pl.lit(costs.height, dtype=pl.Int64).alias("job_items"),
+        pl.lit(1, dtype=pl.Int64).alias("items"), pl.lit(IMPORTED).alias("device"),
+        pl.col("prompt_tokens").cast(pl.Int64), pl.col("completion_tokens").cast(pl.Int64),
+        pl.lit(1, dtype=pl.Int64).alias("retrieval_calls"), pl.lit(1, dtype=pl.Int64).alias("llm_calls"), "money",
+        "currency",
+    )
+
+
 def money_of(prices: Mapping[str, Any]) -> pl.Expr:
     """What a row's prompt_tokens and completion_tokens cost at an LLM block's `prices` (per million tokens)."""
     return ((pl.col("prompt_tokens") * prices["input_per_mtok"]
@@ -116,6 +130,8 @@ def money_of(prices: Mapping[str, Any]) -> pl.Expr:
 
 def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl.DataFrame:
     """The rows with `money` and `currency` (see the module docstring)."""
+    if kind == IMPORTED:  # the system's own money column
+        return rows
     if kind not in LLM_COST_KINDS:
         return rows.with_columns(pl.lit(0.0).alias("money"), pl.lit(None, dtype=pl.String).alias("currency"))
     if prices is None:
@@ -126,11 +142,12 @@ def money(rows: pl.DataFrame, kind: str, prices: Mapping[str, Any] | None) -> pl
 
 ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST_KINDS): (tables, seconds, questions)
     "retrieval": retrieval_rows, "rerank": rerank_rows, "table": table_rows, "generation": generation_rows,
-    "judge": judge_rows, "multistep": multistep_rows,
+    "judge": judge_rows, "multistep": multistep_rows, IMPORTED: imported_rows,
 }
 COLUMNS_OF_KIND = {  # the columns of a source's tables its kind's rows are made of (None: the whole table)
     "retrieval": [], "rerank": ["qid"], "table": ["qid"], "generation": None,
     "judge": ["item_id", "attempts", *TOKEN_COLUMNS], "multistep": ["qid", "sequences", *TOKEN_COLUMNS],
+    IMPORTED: None,
 }
 assert tuple(ROWS_OF_KIND) == tuple(COLUMNS_OF_KIND) == COST_KINDS
 
@@ -182,5 +199,5 @@ def summed(column: str) -> pl.Expr:
 def stage_totals(table: pl.DataFrame) -> pl.DataFrame:
     """Rows, seconds and money per (stage, component, basis): results/<dataset>/cost/stages.csv."""
     return table.group_by("stage", "component", "basis").agg(
-        pl.len().alias("rows"), pl.col("seconds").sum(), summed("money"), pl.col("currency").drop_nulls().first(),
+        pl.len().alias("rows"), summed("seconds"), summed("money"), pl.col("currency").drop_nulls().first(),
     ).sort("stage", "component", "basis")

@@ -18,6 +18,7 @@ from workflow_scripts.ingest.adapters import (
     musique,
     pool,
     qasper,
+    systems,
     trec,
     twowiki,
     unarxive,
@@ -34,6 +35,7 @@ ADAPTERS: dict[str, tuple[Loader, tuple[str, ...]]] = {
     "twowiki": (twowiki.load, ("corpus", "questions", "qrels")),
     "unarxive": (unarxive.load, ("path",)),
     "arxiv_metadata": (arxiv.load, ("path",)),
+    "systems": (systems.load, ()),  # its files are its systems' (rules/inputs/ingest.smk)
 }
 
 STREAMS: dict[str, Streamer] = {
@@ -47,6 +49,7 @@ STREAMS: dict[str, Streamer] = {
     "twowiki": twowiki.stream,
     "unarxive": unarxive.stream,
     "arxiv_metadata": arxiv.stream,
+    "systems": systems.stream,
 }
 
 

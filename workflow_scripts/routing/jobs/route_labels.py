@@ -1,6 +1,7 @@
 """Rule route_labels: the pair's labels and utility distribution (routing/labels.py).
 
-In:  the two sides' per-query metrics (Study A) or answers and the questions (Study B), the splits; params: the pair.
+In:  the two sides' per-query metrics (Study A) or answers and the questions (Study B, two imported systems), the
+     splits; params: the pair and whether its labels come from answers.
 Out: results/<dataset>/routing/<pair>/labels.parquet (LABELS) and utility.csv.
 """
 
@@ -11,7 +12,6 @@ import polars as pl
 
 from workflow_scripts.core.contracts import GENERATIONS, LABELS, METRICS, QUESTIONS, SPLITS, UTILITY_REPORT
 from workflow_scripts.core.tables import read_table, write_report, write_table
-from workflow_scripts.core.vocabulary import is_closed_book_pair
 from workflow_scripts.jobs.runtime import run_job
 from workflow_scripts.routing.labels import answer_labels, arm_labels, outcome_summary, utility_table
 
@@ -20,7 +20,7 @@ log = logging.getLogger("ragfrontier.route")
 
 def main(smk: Any) -> None:
     pair = smk.params.pair
-    if is_closed_book_pair(pair):
+    if smk.params.from_answers:
         labels, model, unscorable = answer_labels(
             read_table(smk.input.questions, QUESTIONS), read_table(smk.input.base, GENERATIONS),
             read_table(smk.input.alternative, GENERATIONS), pair["measure"], pair["f1_threshold"])
