@@ -47,7 +47,7 @@ rule multistep_effects:
         "../envs/cpu.yaml"
     params:
         k=lambda wildcards: multistep_policy(wildcards)["k"],
-        settings=subset(config["multistep"], ["scorer", "f1_threshold", "stop_rules", "stop_routers", "ridge_alphas"]),
+        settings=effects_settings,
         routing=subset(config["routing"], ["bootstrap", "n_splits"]),
         budgets=subset(config["budgets"], ["grid", "delta", "heldout_term"]),
         seed=config["routing"]["seed"],

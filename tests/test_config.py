@@ -156,6 +156,21 @@ def test_a_vllm_block_without_vllm_is_said_when_the_config_is_read(config, monke
     assert "models.generator.vllm.python" in warning
 
 
+def test_a_flare_policy_runs_its_threshold_grid_as_one_policy_per_threshold(config):
+    config["multistep"] = {"policies": {"flare": {"strategy": "flare", "arm": "bm25", "thresholds": [0.4, 0.125]},
+                                        "chain": {"strategy": "ircot", "arm": "bm25"}}}
+    policies = validate_config(copy.deepcopy(config))["multistep"]["policies"]
+    assert list(policies) == ["flare_t40", "flare_t12p5", "chain"]
+    assert policies["flare_t12p5"]["threshold"] == 0.125 and "thresholds" not in policies["flare_t40"]
+    validate_config(copy.deepcopy(config) | {"multistep": {"policies": policies}})  # an expanded config validates
+    for policy, message in (({"strategy": "ircot", "threshold": 0.5}, r"chain.threshold: only a \['flare'\] policy"),
+                            ({"strategy": "flare"}, r"chain: strategy 'flare' needs thresholds"),
+                            ({"strategy": "flare", "thresholds": [1.5]}, r"chain.thresholds.0")):
+        config["multistep"] = {"policies": {"chain": {"arm": "bm25", **policy}}}
+        with pytest.raises(InputError, match=message):
+            validate_config(copy.deepcopy(config))
+
+
 def test_a_multistep_policy_names_a_bm25_arm_a_known_strategy_and_k_at_least_one(config):
     config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "keep"}}}
     with pytest.raises(InputError, match=r"multistep.policies.chain.arm = 'keep' is not a bm25 arm without a reranker"):
@@ -163,7 +178,7 @@ def test_a_multistep_policy_names_a_bm25_arm_a_known_strategy_and_k_at_least_one
     config["multistep"] = {"policies": {"chain": {"strategy": "ircot", "arm": "nope"}}}
     with pytest.raises(InputError, match=r"multistep.policies.chain.arm = 'nope' names no arms entry"):
         validate_config(copy.deepcopy(config))
-    config["multistep"] = {"policies": {"chain": {"strategy": "flare", "arm": "bm25", "k": 0}}}
+    config["multistep"] = {"policies": {"chain": {"strategy": "flair", "arm": "bm25", "k": 0}}}
     with pytest.raises(InputError) as raised:
         validate_config(copy.deepcopy(config))
     assert "multistep.policies.chain.strategy" in str(raised.value) and "multistep.policies.chain.k" in str(raised.value)

@@ -381,7 +381,8 @@ def test_a_multistep_policy_costs_its_steps_searches_sequences_and_tokens(tmp_pa
     from workflow_scripts.core.tables import frame
 
     steps = {QIDS[0]: 3, QIDS[1]: 1, QIDS[2]: 2, QIDS[3]: 2}
-    rows = [{"qid": qid, "group_id": "g", "step": step, "query": "q", "unit_ids": [], "scores": [], "new_units": 0,
+    rows = [{"qid": qid, "group_id": "g", "step": step, "calls": step, "query": "q", "unit_ids": [], "scores": [],
+             "new_units": 0, "lookahead": None, "lookahead_min_prob": None,
              "added_units": 0, "evidence_ids": [], "thought": "", "answer": "a", "answer_status": "ok",
              "answer_entropy": None, "answer_min_prob": None, "sequences": 2, "prompt_tokens": 100,
              "completion_tokens": 10, "seconds": 0.5, "stop": "cap" if step == count else None}

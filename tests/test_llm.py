@@ -21,6 +21,7 @@ from workflow_scripts.core.contracts import LLM_CACHE
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.models import causal_lm_folder
 from workflow_scripts.llm import engine as llm
+from workflow_scripts.llm.backends import openai as openai_backend
 from workflow_scripts.llm.backends import vllm as vllm_backend
 from workflow_scripts.llm.backends.openai import OpenAIBackend
 from workflow_scripts.llm.rendering import load_templates, render
@@ -511,3 +512,38 @@ def test_a_constrained_vllm_reply_is_labelled_with_the_k_it_asked_for():
     assert vllm_backend.parse_vllm_output(output, decode, 32).uncertainty_basis == "top_32"
     assert vllm_backend.parse_vllm_output(output, decode).uncertainty_basis == f"top_{vllm_backend.ALTERNATIVES}"
     assert vllm_backend.parse_vllm_output(output).uncertainty_basis is None
+
+
+def test_a_free_text_request_for_its_tokens_records_each_token_with_its_logprob_on_every_backend():
+    """FLARE's look-ahead (multistep/loop.py) asks for its tokens: vllm and openai replies give each generated token
+    with its own logprob, a request that does not ask gets none, and only the asking request's key changes."""
+    output = {"text": "Paris.", "finish_reason": "stop", "prompt_tokens": 3, "token_ids": [7, 8],
+              "steps": [(-0.1, [-0.1, -2.5], [7, 9]), (-1.5, [-0.3, -1.5], [3, 8])]}
+    names = {7: "Paris", 8: ".", 9: "Lyon", 3: "!"}
+    decode = lambda ids: "".join(names[i] for i in ids)  # noqa: E731
+    steps = vllm_backend.parse_vllm_output(output, None, chosen=decode).steps
+    assert [(step.token, step.alternatives) for step in steps] == [("Paris", (("Paris", -0.1),)), (".", ((".", -1.5),))]
+    assert vllm_backend.parse_vllm_output(output).steps is None
+    payload = {"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop", "logprobs": {"content": [
+        {"token": "Paris", "logprob": -0.1, "top_logprobs": []}, {"token": ".", "logprob": -1.5, "top_logprobs": []}]}}]}
+    chosen = openai_backend.parse_chat_completion(payload, chosen_only=True).steps
+    assert [(step.token, step.alternatives[0][1]) for step in chosen] == [("Paris", -0.1), (".", -1.5)]
+    assert openai_backend.parse_chat_completion(payload).steps is None
+    backend = FakeBackend()
+    assert llm.request_key(backend, llm.Sampling(), 5, "prompt") != llm.request_key(backend, llm.Sampling(), 5, "prompt",
+                                                                                   tokens=True)
+
+
+@pytest.mark.slow
+def test_smollm2_records_the_tokens_of_a_request_that_asks_for_them(smollm2, tmp_path):
+    asking = llm.Request("look", TEMPLATES["answer_closed_book"], {"question": "What is the capital of France?"},
+                         tokens=True)
+    plain = _request("plain", "What is the capital of France?", template="answer_closed_book")
+    rows = llm.generate([asking, plain], smollm2, tmp_path)
+    look, other = rows.row(0, named=True), rows.row(1, named=True)
+    assert look["text"] == other["text"] and other["token_steps"] is None
+    logprobs = [step["alternatives"][0]["logprob"] for step in look["token_steps"]]
+    assert len(logprobs) == look["completion_tokens"]
+    assert min(logprobs) == pytest.approx(math.log(look["min_token_prob"]), abs=1e-5)
+    assert sum(logprobs) == pytest.approx(look["sequence_logprob"], abs=1e-4)
+    assert look["text"].startswith("".join(step["token"] for step in look["token_steps"]).strip()[:5])

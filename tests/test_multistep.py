@@ -104,6 +104,71 @@ def test_a_stop_rule_replayed_on_the_trajectories_equals_the_rule_run_online():
         stops.replay(online, stops.fixed_k(4))
 
 
+# flare: q1's look-ahead at step 2 is sure (nothing searched), at step 3 unsure in "zeta" (searched without it);
+# q2's look-aheads are always unsure and name "delta" — every step searches
+LOOKAHEADS = {("q1", 2): [("delta", 0.9), (" next", 0.8)], ("q1", 3): [("So the answer is:", 0.9), (" zeta", 0.1)],
+              ("q2", 2): [("delta", 0.95), (" maybe", 0.2)], ("q2", 3): [("delta", 0.95), (" maybe", 0.2)]}
+REWRITTEN = {("q1", 3): "So the answer is: epsilon.", ("q2", 2): "delta seen", ("q2", 3): "delta seen"}
+
+
+class FlareGenerator(Generator):
+    """Generator plus look-aheads with their tokens (Request.tokens) and rewritten sentences after a search."""
+
+    def __call__(self, requests):
+        self.calls.append([request.request_id for request in requests])
+        rows = []
+        for request in requests:
+            qid, step, kind = request.request_id.split("|")
+            tokens, steps = LOOKAHEADS.get((qid, int(step))), None
+            if kind == "lookahead":
+                assert request.tokens
+                text, probability = "".join(token for token, _ in tokens), min(p for _, p in tokens)
+                steps = [{"token": token, "alternatives": [{"text": token, "logprob": math.log(p)}], "complete": False,
+                          "mass": None} for token, p in tokens]
+            elif kind == "thought":
+                text, probability = REWRITTEN.get((qid, int(step)), THOUGHTS[qid][int(step) - 1]), None
+            else:
+                text, probability = ANSWERS[(qid, int(step))]
+            rows.append({"request_id": request.request_id, "status": "ok", "text": text, "token_steps": steps,
+                         "mean_entropy": 0.5, "min_token_prob": probability, "prompt_tokens": 10,
+                         "completion_tokens": 3, "latency_s": 0.5})
+        return pl.DataFrame(rows)
+
+
+def run_flare(threshold=0.5, k=3, stop=None, generator=None):
+    return run_loop(QUESTIONS, Settings("flare", k, 2, 6, threshold), DEFAULTS, retrieve,
+                    lambda ids: {unit: UNITS[unit] for unit in ids}, generator or FlareGenerator(), stop)
+
+
+def test_flare_searches_only_when_its_look_ahead_is_unsure_with_the_unsure_tokens_masked():
+    generator = FlareGenerator()
+    table = conform(run_flare(generator=generator), TRAJECTORIES)
+    q1 = table.filter(pl.col("qid") == "q1").sort("step")
+    assert q1["query"].to_list() == ["alpha", None, "So the answer is:"]  # step 2 sure; step 3 without " zeta"
+    assert q1["calls"].to_list() == [1, 1, 2] and q1["unit_ids"][1].to_list() == []
+    assert q1["thought"].to_list() == ["beta then", "delta next", "So the answer is: epsilon."]  # sure: kept as is
+    assert q1["lookahead"].to_list()[1:] == ["delta next", "So the answer is: zeta"] and q1["stop"][-1] == "answered"
+    q2 = table.filter(pl.col("qid") == "q2").sort("step")
+    assert q2["query"].to_list() == ["gamma", "delta", "delta"] and q2["calls"].to_list() == [1, 2, 3]
+    assert q2["stop"].to_list() == [None, None, "cap"]
+    # step 1: thought + answer each; steps 2-3: the look-aheads in one call, then rewrites and answers in one
+    assert [len(call) for call in generator.calls] == [4, 2, 3, 2, 4]
+    assert q1["sequences"].to_list() == [2, 2, 3]  # a sure step: look-ahead + answer; an unsure one rewrites too
+    everything = conform(run_flare(threshold=0.05), TRAJECTORIES)  # no token below 0.05: never searches again
+    assert everything.group_by("qid").agg(pl.col("calls").max())["calls"].to_list() == [1, 1]
+
+
+def test_a_stop_rule_replayed_on_flare_equals_running_it_online_and_counts_its_calls():
+    rule = stops.confident(0.9)
+    online = run_flare(stop=rule)
+    replayed = stops.replay(run_flare(), rule)
+    finals = online.filter(pl.col("stop").is_not_null()).sort("qid")
+    assert replayed["answer"].to_list() == finals["answer"].to_list()
+    assert replayed["calls"].to_list() == finals["calls"].to_list() == [2, 1]
+    wide = effects.fixed_k(effects.step_correctness(run_flare(), QUESTIONS, "em"), 3)
+    assert wide.sort("qid")["calls_k=3"].to_list() == [2, 3]  # the curve's calls are searches, not steps
+
+
 def test_fixed_k_curves_the_oracle_and_what_each_extra_step_rescues_and_harms():
     table = run()
     correct = effects.step_correctness(table, QUESTIONS, "em")
@@ -130,6 +195,12 @@ def test_bad_settings_and_thresholds_name_what_is_wrong():
         Settings("ircot", 0, 2, 4)
     with pytest.raises(InputError, match=r"must lie in \[0, 1\]"):
         stops.confident(1.5)
+    with pytest.raises(InputError, match="a threshold .* is what a .*flare.* policy needs and only it"):
+        Settings("flare", 3, 2, 4)
+    with pytest.raises(InputError, match="a threshold .* is what a .*flare.* policy needs and only it"):
+        Settings("ircot", 3, 2, 4, 0.5)
+    with pytest.raises(InputError, match=r"threshold = 1.5 must lie in \(0, 1\]"):
+        Settings("flare", 3, 2, 4, 1.5)
     with pytest.raises(InputError, match="scorer 'bleu' is unknown"):
         effects.step_correctness(run(), QUESTIONS, "bleu")
 
@@ -206,7 +277,8 @@ def synthetic_paths(n=80):
     for i in range(n):
         right, probability = kinds[i % 3]
         for step in (1, 2, 3):
-            rows.append({"qid": f"q{i:03d}", "group_id": f"g{i:03d}", "step": step, "query": "", "unit_ids": ["u"],
+            rows.append({"qid": f"q{i:03d}", "group_id": f"g{i:03d}", "step": step, "calls": step, "query": "",
+                         "unit_ids": ["u"], "lookahead": None, "lookahead_min_prob": None,
                          "scores": [1.0], "new_units": 1, "added_units": 1, "evidence_ids": ["u"], "thought": "a b",
                          "answer": "x", "answer_status": "ok", "answer_entropy": 1 - probability[step - 1],
                          "answer_min_prob": probability[step - 1], "sequences": 2, "prompt_tokens": 100 * step,

@@ -12,6 +12,15 @@ def multistep_policy(wildcards):
     return config["multistep"]["policies"][wildcards.policy]
 
 
+def effects_settings(wildcards):
+    """The multistep keys multistep_effects reads; a trigger policy (flare) has no stop routers: its threshold grid
+    is its budget (each θ a policy), and its steps are not one call each."""
+    settings = subset(config["multistep"], ["scorer", "f1_threshold", "stop_rules", "stop_routers", "ridge_alphas"])
+    if multistep_policy(wildcards)["strategy"] in vocabulary.TRIGGER_STRATEGIES:
+        return settings | {"stop_routers": []}
+    return settings
+
+
 def multistep_scope(wildcards):
     """The scope a step searches: its arm's (global, or the question's group)."""
     return config["arms"][multistep_policy(wildcards)["arm"]]["scope"]

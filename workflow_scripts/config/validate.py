@@ -18,7 +18,14 @@ from jsonschema import Draft202012Validator
 
 from workflow_scripts.core.errors import InputError
 from workflow_scripts.core.schema import load_schema, problem_lines, with_defaults
-from workflow_scripts.core.vocabulary import CLOSED_BOOK, FEATURE_FAMILY, SCORERS, SCORE_ROUTERS, is_closed_book_pair
+from workflow_scripts.core.vocabulary import (
+    CLOSED_BOOK,
+    FEATURE_FAMILY,
+    SCORE_ROUTERS,
+    SCORERS,
+    TRIGGER_STRATEGIES,
+    is_closed_book_pair,
+)
 from workflow_scripts.ingest.adapters.registry import adapter_for
 from workflow_scripts.ingest.splits import check_fractions
 from workflow_scripts.retrieval.arms import first_stages
@@ -424,5 +431,32 @@ def check_multistep(config: dict[str, Any]) -> None:
             problems.append(f"{where}.datasets: {unknown} are not configured datasets")
         if name == CLOSED_BOOK:
             problems.append(f"{where}: {CLOSED_BOOK!r} is reserved for answering without retrieval")
+        problems += trigger_problems(where, policy)
     if problems:
         raise InputError("invalid config:\n  " + "\n  ".join(problems))
+    config["multistep"]["policies"] = {
+        grid_name: grid_policy for name, policy in config["multistep"]["policies"].items()
+        for grid_name, grid_policy in threshold_grid(name, policy).items()
+    }
+
+
+def trigger_problems(where: str, policy: dict[str, Any]) -> list[str]:
+    """A trigger strategy (flare) needs its threshold grid (or one threshold); no other strategy takes one."""
+    given = [key for key in ("thresholds", "threshold", "mask_below") if key in policy]
+    if policy["strategy"] not in TRIGGER_STRATEGIES:
+        return [f"{where}.{key}: only a {list(TRIGGER_STRATEGIES)} policy has a look-ahead threshold (strategy "
+                f"{policy['strategy']!r})" for key in given]
+    if ("thresholds" in policy) == ("threshold" in policy):
+        return [f"{where}: strategy {policy['strategy']!r} needs thresholds (its grid: one policy per θ) or one "
+                f"threshold"]
+    return []
+
+
+def threshold_grid(name: str, policy: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A flare policy with `thresholds` becomes one policy per θ, named <name>_t<100θ> (0.4 → _t40, 0.125 →
+    _t12p5), each with its `threshold`: a threshold changes the path, so each is run and scored on its own."""
+    if "thresholds" not in policy:
+        return {name: policy}
+    rest = {key: value for key, value in policy.items() if key != "thresholds"}
+    return {f"{name}_t{theta * 100:g}".replace(".", "p"): rest | {"threshold": theta}
+            for theta in policy["thresholds"]}

@@ -258,7 +258,9 @@ _RESULT_COLUMNS = {
         nullable=True,
         doc="a constrained reply's tokens, each with the "
         "(text, logprob) alternatives at its step, whether they are all the grammar allowed "
-        "(complete) and the unmasked mass on them (llm/backends, read by judging/scores.py)",
+        "(complete) and the unmasked mass on them (llm/backends, read by judging/scores.py); for a free-text request "
+        "that asked for its tokens (FLARE's look-ahead), each generated token with its own logprob as its one "
+        "alternative",
     ),
     "latency_s": Column(pl.Float64(), doc="wall seconds of this call (batch time apportioned by tokens)"),
     "backend": Column(pl.String(), doc="transformers | openai | vllm"),
@@ -576,15 +578,23 @@ TRAJECTORIES = Contract(
     columns={
         "qid": Column(pl.String()),
         "group_id": Column(pl.String(), doc="the question's paper or context (the bootstrap's resampling unit)"),
-        "step": Column(pl.Int32(), doc="1 … K; a step is one retrieval call"),
-        "query": Column(pl.String(), doc="what the step searched: the question at step 1, then as the strategy says"),
+        "step": Column(pl.Int32(), doc="1 … K; a step is one retrieval call (flare: one sentence, which retrieves "
+                       "only when its look-ahead is unsure)"),
+        "calls": Column(pl.Int32(), doc="retrieval calls the question has made up to and including this step (= step, "
+                        "but for flare)"),
+        "query": Column(pl.String(), nullable=True, doc="what the step searched: the question at step 1, then as the "
+                        "strategy says (flare: the look-ahead with its unsure tokens masked; null: it did not search)"),
         "unit_ids": Column(pl.List(pl.String()), doc="the units the step retrieved, best first (its per_step first)"),
         "scores": Column(pl.List(pl.Float64()), doc="their retrieval scores"),
         "new_units": Column(pl.Int32(), doc="retrieved units not already in the evidence"),
         "added_units": Column(pl.Int32(), doc="of those, how many joined it (the evidence holds at most `total`)"),
         "evidence_ids": Column(pl.List(pl.String()), doc="the evidence after the step, in the order it came"),
-        "thought": Column(pl.String(), doc="what the step wrote: the chain-of-thought sentence (ircot) or its "
+        "thought": Column(pl.String(), doc="what the step wrote: the chain-of-thought sentence (ircot, flare) or its "
                           "answer (iter_retgen); '' when that request failed"),
+        "lookahead": Column(pl.String(), nullable=True, doc="flare: the sentence written before deciding to search "
+                            "(kept as the step's thought when it is sure; null: the first step, other strategies)"),
+        "lookahead_min_prob": Column(pl.Float64(), nullable=True, doc="flare: the look-ahead's lowest token "
+                                     "probability; below multistep threshold it searches"),
         "answer": Column(pl.String(), nullable=True, doc="the answer forced from the evidence so far (null: failed)"),
         "answer_status": Column(pl.String(), doc="ok | error: the forced answer's request"),
         "answer_entropy": Column(pl.Float64(), nullable=True, doc="its mean next-token entropy, nats"),

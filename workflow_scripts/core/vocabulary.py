@@ -75,7 +75,8 @@ COST_MEASURES = ("seconds", "token_equivalents", "money")  # what a policy costs
 SCORERS = ("contains", "em", "f1")
 
 # --- Multi-step retrieval (multistep/loop.py): how the next query is made, and why a question's path ended
-MULTISTEP_STRATEGIES = ("ircot", "iter_retgen")
+MULTISTEP_STRATEGIES = ("ircot", "iter_retgen", "flare")
+TRIGGER_STRATEGIES = ("flare",)  # a look-ahead decides whether a step retrieves: its budget is its threshold grid
 STOP_REASONS = ("answered", "rule", "cap")  # the chain wrote its answer; a stop rule accepted the step; step K
 STOP_ROUTERS = ("uncertainty", "entropy", "novelty", "ridge")  # multistep/budgets.py: a step's continue score
 

@@ -99,13 +99,14 @@ def judge_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.Dat
 
 
 def multistep_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
-    """A multi-step policy (TRAJECTORIES): the job's seconds split evenly over its steps (each one search and its
-    generations), with each question's retrieval calls (its steps), generated sequences and tokens."""
+    """A multi-step policy (TRAJECTORIES): the job's seconds split evenly over its steps (each its generations and,
+    but for a flare step that was sure, one search), with each question's retrieval calls (its last step's `calls`),
+    generated sequences and tokens."""
     steps = tables[0].group_by("qid").agg(
         pl.len().cast(pl.Int64).alias("items"), pl.col("sequences").sum().cast(pl.Int64).alias("llm_calls"),
-        *(summed(name) for name in TOKEN_COLUMNS),
+        pl.col("calls").max().cast(pl.Int64).alias("retrieval_calls"), *(summed(name) for name in TOKEN_COLUMNS),
     )
-    return job_even(steps.sort("qid"), seconds).with_columns(pl.col("items").alias("retrieval_calls"))
+    return job_even(steps.sort("qid"), seconds)
 
 
 def imported_rows(tables: Sequence[pl.DataFrame], seconds: float, questions: pl.DataFrame) -> pl.DataFrame:
@@ -146,7 +147,7 @@ ROWS_OF_KIND = {  # how each kind of source becomes ledger rows (vocabulary.COST
 }
 COLUMNS_OF_KIND = {  # the columns of a source's tables its kind's rows are made of (None: the whole table)
     "retrieval": [], "rerank": ["qid"], "table": ["qid"], "generation": None,
-    "judge": ["item_id", "attempts", *TOKEN_COLUMNS], "multistep": ["qid", "sequences", *TOKEN_COLUMNS],
+    "judge": ["item_id", "attempts", *TOKEN_COLUMNS], "multistep": ["qid", "calls", "sequences", *TOKEN_COLUMNS],
     IMPORTED: None,
 }
 assert tuple(ROWS_OF_KIND) == tuple(COLUMNS_OF_KIND) == COST_KINDS

@@ -20,7 +20,9 @@ Structured outputs (`structured_outputs: true`, the default): a request whose te
 constraint (`templates.py`, `constraints.py`) is decoded under it, on each backend its own way. A constrained
 request gets its schema's worst-case token budget instead of max_new_tokens and no stop strings, the constraint
 joins its cache key, and its GENERATIONS row says `constrained`. Batches never mix constrained and free-text
-requests. With the key off, nothing is constrained (and cache keys are as before).
+requests. With the key off, nothing is constrained (and cache keys are as before). A free-text request with `tokens`
+(FLARE's look-ahead sentence, multistep/loop.py) records each generated token with its log-probability in
+`token_steps` (`backends.chosen_steps`), on every backend; that joins its cache key, no other request's.
 
 Uncertainty (per request, over the generated tokens including a final end-of-sequence token):
 `mean_entropy` (mean over tokens of the entropy of the next-token distribution, nats), `min_token_prob`
@@ -116,6 +118,7 @@ class Request:
     fields: Mapping[str, str]
     evidence: tuple[str, ...] = ()
     followup: tuple[tuple[str, str], ...] = ()
+    tokens: bool = False  # record its generated tokens with their log-probabilities (token_steps; joins its key)
 
     @property
     def constraint(self) -> Constraint | None:
@@ -200,15 +203,19 @@ def load_engine(spec: Mapping[str, Any], model_cache: Path, where: str = "models
 
 
 def request_key(
-    backend: Backend, sampling: Sampling, top_logprobs: int, prompt_text: str, constraint: Constraint | None = None
+    backend: Backend, sampling: Sampling, top_logprobs: int, prompt_text: str, constraint: Constraint | None = None,
+    tokens: bool = False,
 ) -> str:
-    """The cache key of one request (see the module docstring); a constraint adds its schema / grammar."""
+    """The cache key of one request (see the module docstring); a constraint adds its schema / grammar, a request
+    for its tokens says so (its row carries them; every other key is as before)."""
     settings = sampling.key_fields()
     if backend.name != "transformers":
         settings["top_logprobs"] = top_logprobs
     if constraint is not None:
         settings["constraint"] = constraint.key
         settings["token_steps"] = ALTERNATIVES  # its rows carry the alternatives at each step (judging/scores.py)
+    elif tokens:
+        settings["token_steps"] = "chosen"  # its rows carry each generated token with its logprob (chosen_steps)
     return content_key(backend.fingerprint, backend.name, json.dumps(settings, sort_keys=True), prompt_text)
 
 
@@ -258,10 +265,10 @@ def generate(
         if constraint is not None:
             _check_budget(engine, constraint)
         item = fit(request, backend, config.max_prompt_tokens)
-        fitted.append(item._replace(prompt=item.prompt._replace(constraint=constraint)))
+        fitted.append(item._replace(prompt=item.prompt._replace(constraint=constraint, tokens=request.tokens)))
     keys = [
         request_key(backend, constrained_sampling(settings, item.prompt.constraint), config.top_logprobs,
-                    item.prompt.text, item.prompt.constraint)
+                    item.prompt.text, item.prompt.constraint, item.prompt.tokens)
         for item in fitted
     ]
     cached = read_cache(Path(cache_dir), set(keys), LLM_CACHE)

@@ -50,11 +50,12 @@ def scored(answers: Sequence[str], references: Sequence[Sequence[str]], scorer: 
 
 def step_correctness(trajectories: pl.DataFrame, questions: pl.DataFrame, scorer: str,
                      f1_threshold: float = 0.5) -> pl.DataFrame:
-    """(qid, group_id, step, correct) for every logged step of a question that has reference answers."""
+    """(qid, group_id, step, calls, correct) for every logged step of a question that has reference answers."""
     rows = trajectories.join(questions.select("qid", "answers"), on="qid", how="left")
     rows = rows.filter(pl.col("answers").list.len() > 0).sort(["qid", "step"])
     correct = scored(rows["answer"].to_list(), rows["answers"].to_list(), scorer, f1_threshold)
-    return rows.select("qid", "group_id", "step").with_columns(pl.Series("correct", correct, dtype=pl.Float64))
+    return rows.select("qid", "group_id", "step", "calls").with_columns(
+        pl.Series("correct", correct, dtype=pl.Float64))
 
 
 def fixed_k(correctness: pl.DataFrame, k: int) -> pl.DataFrame:
@@ -63,13 +64,14 @@ def fixed_k(correctness: pl.DataFrame, k: int) -> pl.DataFrame:
     rows = []
     for (qid,), path in correctness.join(last, on="qid").sort(["qid", "step"]).group_by("qid", maintain_order=True):
         by_step = dict(zip(path["step"].to_list(), path["correct"].to_list()))
+        calls = dict(zip(path["step"].to_list(), path["calls"].to_list()))
         final = path["last"][0]
         row: dict[str, Any] = {"qid": qid, "group_id": path["group_id"][0]}
         for s in range(1, k + 1):
-            row[f"k={s}"], row[f"calls_k={s}"] = by_step[min(s, final)], min(s, final)
+            row[f"k={s}"], row[f"calls_k={s}"] = by_step[min(s, final)], calls[min(s, final)]
         known = [(value, step) for step, value in by_step.items() if value is not None]
-        best = max(known, key=lambda item: (item[0], -item[1])) if known else (None, final)
-        row[ORACLE], row[f"calls_{ORACLE}"] = best
+        value, best = max(known, key=lambda item: (item[0], -item[1])) if known else (None, final)
+        row[ORACLE], row[f"calls_{ORACLE}"] = value, calls[best]
         rows.append(row)
     return pl.DataFrame(rows)
 

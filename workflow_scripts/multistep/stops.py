@@ -6,12 +6,14 @@ In:  TRAJECTORIES rows (multistep/loop.py) logged without an online rule, and a 
      `stale(n)` once a step brings fewer than n units not already in the evidence.
 Out: `replay` → one row per question: the step it stops at (the first the rule accepts, else where the chain ended
      itself: its answer marker or step K), that step's forced answer, and what the path cost up to there —
-     retrieval calls (one per step), generated sequences, prompt and completion tokens, seconds.
+     retrieval calls (the step's `calls`: one per step, but for flare), generated sequences, prompt and completion
+     tokens, seconds.
 
 For query-chaining strategies (ircot, iter_retgen) a question's path up to any step does not depend on when it
 stops, so replaying a rule equals running the loop online with it: the same answers and the same calls
-(tests/test_multistep.py runs both). A trajectory that an online rule already cut cannot be replayed past its cut:
-replaying it is an error naming the question.
+(tests/test_multistep.py runs both). So does flare's at a fixed threshold (its steps decide from the path so far);
+its threshold changes the path, so each threshold of its grid is a policy of its own. A trajectory that an online
+rule already cut cannot be replayed past its cut: replaying it is an error naming the question.
 """
 
 from collections.abc import Callable, Mapping
@@ -76,7 +78,7 @@ def replay(trajectories: pl.DataFrame, rule: Rule) -> pl.DataFrame:
                 raise InputError(f"trajectory of {qid} was cut by an online stop rule at step {row['step']}; replay "
                                  f"needs trajectories logged without one")
         rows.append({"qid": qid, "group_id": row["group_id"], "step": row["step"], "answer": row["answer"],
-                     "calls": row["step"], **spent})
+                     "calls": row["calls"], **spent})
     schema = {"qid": pl.String, "group_id": pl.String, "step": pl.Int32, "answer": pl.String, "calls": pl.Int32,
               "sequences": pl.Int64, "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "seconds": pl.Float64}
     return pl.DataFrame(rows, schema=schema)

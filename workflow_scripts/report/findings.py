@@ -28,7 +28,7 @@ The rules a finding follows (docs/statistics.md, docs/judging.md):
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -284,11 +284,13 @@ def judged_findings(summary: pl.DataFrame, comparisons: pl.DataFrame, verdict: p
         judged = {(row["a"], row["b"]): row for row in comparisons.iter_rows(named=True)}
         for row in (reference if reference is not None else comparisons.clear()).iter_rows(named=True):
             other, partial = judged.get((row["a"], row["b"])), failures(summary, row, partial_share)
-            found.append(paired_finding(
+            stand_in = paired_finding(
                 f"Reference label (`{gate['reference']}`) {row['a']} − {row['b']}: {interval(row)}, n = {row['n']} "
                 f"questions in {row['n_groups']} groups{partial}"
                 + (f" (the failed judge's Δ {signed(other['estimate'])} is not a finding)." if other else "."),
-                row, partial))
+                row, partial)
+            # it stands in for the judged comparison: shown on the landing page beside the failure, difference or not
+            found.append(stand_in if stand_in.kind != NULL else replace(stand_in, kind=REFERENCE))
         return found
     found = []
     for row in comparisons.iter_rows(named=True):

@@ -39,6 +39,7 @@ class Prompt(NamedTuple):
     messages: list[dict[str, str]]
     text: str
     constraint: Constraint | None = None
+    tokens: bool = False  # record each generated token with its log-probability (`chosen_steps`)
 
 
 ALTERNATIVES = 20  # alternatives kept per step of a constrained reply (the scoring positions allow a few tokens)
@@ -71,6 +72,12 @@ class Outcome(NamedTuple):
     error: str | None = None
     uncertainty_basis: str | None = None  # set when it differs from the backend's (a grammar-masked distribution)
     steps: tuple[TokenStep, ...] | None = None  # a constrained reply's tokens and their alternatives
+
+
+def chosen_steps(tokens: Sequence[str], logprobs: Sequence[float]) -> tuple[TokenStep, ...]:
+    """A free-text reply's generated tokens, each with its own log-probability as its one alternative: what a
+    request asking for its tokens (`Prompt.tokens`: FLARE's look-ahead sentence, multistep/loop.py) records."""
+    return tuple(TokenStep(token, ((token, float(logprob)),)) for token, logprob in zip(tokens, logprobs, strict=True))
 
 
 def steps_rows(steps: Sequence[TokenStep] | None) -> list[dict] | None:

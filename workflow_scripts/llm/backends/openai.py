@@ -63,6 +63,7 @@ from workflow_scripts.llm.backends import (
     Outcome,
     Prompt,
     TokenStep,
+    chosen_steps,
     constrained_sampling,
     topk_uncertainty,
 )
@@ -177,7 +178,7 @@ class OpenAIBackend:
         steps."""
         if self.config.top_logprobs and prompt.constraint is not None and self.record_steps:
             return max(self.config.top_logprobs, ALTERNATIVES)
-        return self.config.top_logprobs
+        return self.config.top_logprobs or (1 if prompt.tokens else 0)  # a request for its tokens needs their logprob
 
     def body(self, prompt: Prompt, sampling: Sampling) -> dict[str, Any]:
         """The JSON body of one request (a constrained one carries its schema, with its own token budget: see
@@ -245,10 +246,12 @@ class OpenAIBackend:
     def _read(self, prompt: Prompt, payload: Mapping[str, Any]) -> Outcome:
         """The Outcome of a reply body to `prompt` (online or from a batch's output file)."""
         if self.prompt_mode == "completions":
-            outcome = parse_completion(payload, self._decode if prompt.constraint is not None else None)
+            decode = self._decode if prompt.constraint is not None or prompt.tokens else None
+            outcome = parse_completion(payload, decode, chosen_only=prompt.tokens and prompt.constraint is None)
         else:
-            outcome = parse_chat_completion(payload, constrained=prompt.constraint is not None)
-        if outcome.steps is not None:  # a constrained reply's uncertainty is over the top k it asked for
+            outcome = parse_chat_completion(payload, constrained=prompt.constraint is not None,
+                                            chosen_only=prompt.tokens and prompt.constraint is None)
+        if prompt.constraint is not None and outcome.steps is not None:  # its uncertainty: over the top k asked for
             outcome = outcome._replace(uncertainty_basis=f"top_{self.top_logprobs(prompt)}")
         return outcome
 
@@ -325,7 +328,7 @@ def _step(token: str, chosen: float, alternatives: list[tuple[str, float]]) -> t
             (chosen, [value if value > MASKED_LOGPROB else -math.inf for _, value in alternatives]))
 
 
-def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False) -> Outcome:
+def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False, chosen_only: bool = False) -> Outcome:
     """An `Outcome` from a chat-completions response body (usage and logprobs are optional); for a constrained
     request its tokens with their `top_logprobs` as `steps` (the server's top k: basis top_k in judging/scores.py)."""
     choice = payload["choices"][0]
@@ -336,10 +339,10 @@ def parse_chat_completion(payload: Mapping[str, Any], constrained: bool = False)
     parsed = [_step(token["token"], float(token["logprob"]),
                     [(top["token"], float(top["logprob"])) for top in token.get("top_logprobs") or []])
               for token in tokens]
-    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained)
+    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained, chosen_only)
 
 
-def parse_completion(payload: Mapping[str, Any], decode=None) -> Outcome:
+def parse_completion(payload: Mapping[str, Any], decode=None, chosen_only: bool = False) -> Outcome:
     """An `Outcome` from a completions response body; with `decode` (a constrained request: token → text), its
     tokens with their alternatives as `steps`."""
     choice = payload["choices"][0]
@@ -347,21 +350,24 @@ def parse_completion(payload: Mapping[str, Any], decode=None) -> Outcome:
     if not isinstance(text, str):
         raise TypeError("the choice has no text")
     logprobs = choice.get("logprobs") or {}
-    constrained, decode = decode is not None, decode or (lambda token: token)
+    constrained, decode = decode is not None and not chosen_only, decode or (lambda token: token)
     parsed = [_step(decode(token), float(chosen), [(decode(name), float(value)) for name, value in
                                                    sorted((top or {}).items(), key=lambda pair: -pair[1])])
               for token, chosen, top in zip(logprobs.get("tokens") or [], logprobs.get("token_logprobs") or [],
                                             logprobs.get("top_logprobs") or [])]
-    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained)
+    return _outcome(choice, payload.get("usage") or {}, text, parsed, constrained, chosen_only)
 
 
 def _outcome(
-    choice: Mapping[str, Any], usage: Mapping[str, Any], text: str, parsed: list, constrained: bool
+    choice: Mapping[str, Any], usage: Mapping[str, Any], text: str, parsed: list, constrained: bool,
+    chosen_only: bool = False,
 ) -> Outcome:
     entropy, min_prob, logprob = topk_uncertainty([values for _, values in parsed])
     return Outcome(
         text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
         prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
         mean_entropy=entropy, min_token_prob=min_prob, sequence_logprob=logprob,
-        steps=tuple(step for step, _ in parsed) if constrained and parsed else None,
+        steps=tuple(step for step, _ in parsed) if constrained and parsed else
+        chosen_steps([step.token for step, _ in parsed], [chosen for _, (chosen, _) in parsed])
+        if chosen_only and parsed else None,
     )

@@ -38,6 +38,7 @@ from workflow_scripts.llm.backends import (
     ChatTemplateBackend,
     Outcome,
     Prompt,
+    chosen_steps,
     TokenStep,
     apportion,
     check_context,
@@ -153,6 +154,8 @@ class TransformersBackend(ChatTemplateBackend):
                 masses = [float(grammar.masses[step][row]) for step in range(end)]
                 steps = self._steps(tokens[:end], logprobs, allowed, masses)
             chosen = logprobs[torch.arange(end), torch.tensor(tokens[:end])]
+            if batch[row].tokens and grammar is None:
+                steps = chosen_steps([self.chat.decode([token]) for token in tokens[:end]], chosen.tolist())
             entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)
             text = self.chat.decode(tokens[:end], skip_special_tokens=True)
             for stop in sampling.stop:

@@ -51,6 +51,7 @@ from workflow_scripts.llm.backends import (
     Outcome,
     Prompt,
     TokenStep,
+    chosen_steps,
     apportion,
     check_context,
     constrained_sampling,
@@ -213,7 +214,8 @@ class VllmBackend(ChatTemplateBackend):
             pass
         worker.wait()
 
-    def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None) -> dict[str, Any]:
+    def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None,
+                        tokens: bool = False) -> dict[str, Any]:
         """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=
         schema)` or `(grammar=ebnf)` (decoded by xgrammar without whitespace: VLLM_DEFAULTS)."""
         sampling = constrained_sampling(sampling, constraint)
@@ -225,27 +227,28 @@ class VllmBackend(ChatTemplateBackend):
             "n": 1, "temperature": sampling.temperature, "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
             "max_tokens": sampling.max_new_tokens, "seed": sampling.seed, "stop": list(sampling.stop),
             "logprobs": max(self.config.top_logprobs, ALTERNATIVES) if constraint is not None and self.record_steps
-            else self.config.top_logprobs or None, "structured": structured,
+            else self.config.top_logprobs or (1 if tokens else None), "structured": structured,
         }
 
     def complete(self, batch: list[Prompt], sampling: Sampling) -> list[Outcome]:
         worker = self.worker
         started = time.perf_counter()
         request = {"prompts": [self.chat.encode(prompt.text) for prompt in batch],
-                   "params": [self.sampling_params(sampling, prompt.constraint) for prompt in batch]}
+                   "params": [self.sampling_params(sampling, prompt.constraint, prompt.tokens) for prompt in batch]}
         worker.stdin.write(json.dumps(request) + "\n")
         worker.stdin.flush()
         outputs = self._receive(worker, "generate with")["outputs"]
         decode = lambda ids: self.chat.decode(ids)  # noqa: E731
         return apportion(time.perf_counter() - started, [
             parse_vllm_output(output, decode if prompt.constraint is not None and self.record_steps else None,
-                              max(self.config.top_logprobs, ALTERNATIVES))
+                              max(self.config.top_logprobs, ALTERNATIVES),
+                              decode if prompt.tokens and prompt.constraint is None else None)
             for prompt, output in zip(batch, outputs)
         ])
 
 
 def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], str] | None = None,
-                      steps_k: int = ALTERNATIVES) -> Outcome:
+                      steps_k: int = ALTERNATIVES, chosen: Callable[[list[int]], str] | None = None) -> Outcome:
     """An `Outcome` from one of the worker's outputs (or its error). With `decode` (a constrained request), also its
     `steps`: vLLM applies the grammar's bitmask to the logits before it computes log-probabilities (in every
     logprobs_mode, vLLM 0.32: gpu_model_runner.sample_tokens, then the sampler), so the top-k list is over the
@@ -260,6 +263,8 @@ def parse_vllm_output(output: Mapping[str, Any], decode: Callable[[list[int]], s
                       any(math.isinf(v) for v in values))
             for token, (_, values, ids) in zip(output["token_ids"], output["steps"])
         )
+    elif chosen is not None and output["steps"] is not None:  # a free-text request that asked for its tokens
+        steps = chosen_steps([chosen([token]) for token in output["token_ids"]], [step[0] for step in output["steps"]])
     return Outcome(
         text=output["text"], finish_reason="length" if output["finish_reason"] == "length" else "stop",
         prompt_tokens=output["prompt_tokens"], completion_tokens=len(output["token_ids"]),

@@ -25,7 +25,8 @@ from workflow_scripts.retrieval.bm25 import SearchProcess
 
 def main(smk: Any) -> None:
     policy, bm25 = smk.params.policy, smk.params.bm25
-    settings = Settings(policy["strategy"], policy["k"], policy["per_step"], policy["total"])
+    settings = Settings(policy["strategy"], policy["k"], policy["per_step"], policy["total"],
+                        policy.get("threshold"), policy.get("mask_below"))
     with SearchProcess(Path(smk.input.index), bm25["k1"], bm25["b"], smk.threads) as searcher:
         table = trajectories(smk, settings, searcher)
     write_table(table, smk.output.trajectories, TRAJECTORIES)
