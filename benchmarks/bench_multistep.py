@@ -98,40 +98,63 @@ def prefill_only(engine: llm.Engine, calls: list[list[llm.Request]], cache: Path
     return time.perf_counter() - started
 
 
-def main() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=24)
-    parser.add_argument("--slices", type=int, default=2)
-    parser.add_argument("--policy", default="ircot", help="a multistep.policies entry of the experiment")
-    parser.add_argument("--engine", type=json.loads, default={},
-                        help='overrides of the experiment\'s generator block (JSON), e.g. \'{"backend": "transformers"}\'')
-    args = parser.parse_args()
-    os.chdir(PROJECT)  # the experiment's dataset paths are relative to the project
-    config = validate_config(yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8")))
-    policy = config["multistep"]["policies"][args.policy]
-    settings = Settings(policy["strategy"], policy["k"], policy["per_step"], policy["total"])
-    scope = config["arms"][policy["arm"]]["scope"]
-    bm25 = config["retrieval"]["bm25"]
-    generator = {key: value for key, value in config["models"]["generator"].items() if key != "prices"} | args.engine
-    if generator["backend"] != "vllm":
-        generator.pop("vllm", None)
-    templates = load_templates(config["prompts"])
-    ingested = load_hotpotqa(config["datasets"][DATASET], DATASET)
-    questions = ingested.questions.sort("qid").head(args.questions)
-    texts = dict(ingested.units.select("unit_id", "text").iter_rows())
-    print(f"multi-step loop benchmark, {date.today()}, {os.cpu_count()} CPU cores "
-          f"({platform.processor() or platform.machine()})")
-    print(f"policy {args.policy}: {policy}; arm scope {scope}; generator {generator}")
-    with tempfile.TemporaryDirectory(prefix="bench_multistep.") as folder:
-        work = Path(folder)
+class Bench:
+    """What both multi-step benchmarks read of `experiments/study_b_multistep.yaml`: the policy's settings, its arm's
+    scope, BM25's settings, the generator block (with `engine` overrides), the prompts, the first `questions`
+    HotpotQA questions and every unit's text."""
+
+    def __init__(self, policy: str, questions: int, engine: dict) -> None:
+        os.chdir(PROJECT)  # the experiment's dataset paths are relative to the project
+        config = validate_config(yaml.safe_load(EXPERIMENT.read_text(encoding="utf-8")))
+        self.policy = config["multistep"]["policies"][policy]
+        self.settings = Settings(self.policy["strategy"], self.policy["k"], self.policy["per_step"],
+                                 self.policy["total"], self.policy.get("threshold"), self.policy.get("mask_below"))
+        self.scope = config["arms"][self.policy["arm"]]["scope"]
+        self.bm25, self.title = config["retrieval"]["bm25"], config["retrieval"]["title"]
+        self.generator = {key: value for key, value in config["models"]["generator"].items() if key != "prices"}
+        self.generator |= engine
+        if self.generator["backend"] != "vllm":
+            self.generator.pop("vllm", None)
+        self.templates = load_templates(config["prompts"])
+        self.ingested = load_hotpotqa(config["datasets"][DATASET], DATASET)
+        self.questions = self.ingested.questions.sort("qid").head(questions)
+        self.texts = dict(self.ingested.units.select("unit_id", "text").iter_rows())
+
+    def index(self, folder: Path) -> None:
+        """The questions' pool indexed with BM25, in a child process (Lucene's JVM never beside the engine)."""
         indexing = multiprocessing.get_context("spawn").Process(
-            target=quiet_index, args=(ingested.units, work / "bm25", bm25["threads"], config["retrieval"]["title"]))
+            target=quiet_index, args=(self.ingested.units, folder, self.bm25["threads"], self.title))
         indexing.start()
         indexing.join()
         if indexing.exitcode != 0:
             sys.exit(f"building the BM25 index failed (exit code {indexing.exitcode})")
+
+
+def offline_parser(doc: str) -> argparse.ArgumentParser:
+    """Offline model loading, and the arguments both multi-step benchmarks take: questions and interleaved slices."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=24)
+    parser.add_argument("--slices", type=int, default=2)
+    return parser
+
+
+def main() -> None:
+    parser = offline_parser(__doc__)
+    parser.add_argument("--policy", default="ircot", help="a multistep.policies entry of the experiment")
+    parser.add_argument("--engine", type=json.loads, default={},
+                        help='overrides of the experiment\'s generator block (JSON), e.g. \'{"backend": "transformers"}\'')
+    args = parser.parse_args()
+    bench = Bench(args.policy, args.questions, args.engine)
+    settings, scope, bm25, generator, templates, questions, texts = (
+        bench.settings, bench.scope, bench.bm25, bench.generator, bench.templates, bench.questions, bench.texts)
+    print(f"multi-step loop benchmark, {date.today()}, {os.cpu_count()} CPU cores "
+          f"({platform.processor() or platform.machine()})")
+    print(f"policy {args.policy}: {bench.policy}; arm scope {scope}; generator {generator}")
+    with tempfile.TemporaryDirectory(prefix="bench_multistep.") as folder:
+        work = Path(folder)
+        bench.index(work / "bm25")
         started = time.perf_counter()
         engine = llm.load_engine(generator, PROJECT / "results" / "cache" / "models", "models.generator")
         warm = Counted(engine, work / "warm")

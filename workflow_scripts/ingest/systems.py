@@ -175,8 +175,8 @@ def read_system(name: str, spec: Mapping[str, Any]) -> pl.DataFrame:
     header = sorted({key for record in records for key in record})
     names = column_names(name, path, header, spec.get("columns", {}))
     line = 2 if path.suffix == ".csv" else 1  # a CSV's first line is its header
-    rows = [system_row(record, names, f"{path}: {'row' if path.suffix == '.parquet' else 'line'} {number}")
-            | {"line": number} for number, record in enumerate(records, start=line)]
+    rows = [system_row(record, names, f"{path}: {'row' if path.suffix == '.parquet' else 'line'} {at}") | {"line": at}
+            for at, record in enumerate(records, start=line)]
     table = pl.DataFrame(rows, schema=SYSTEM_ROWS)
     repeated = table.filter(pl.col("qid").is_duplicated())
     if repeated.height:
