@@ -53,7 +53,7 @@ def answer_cost_sources(dataset):
     """What the cost ledger prices of answering: each answered policy's generations (their own latencies and
     tokens, at models.generator's prices) and each judged policy's judgments (at models.judge's)."""
     sources = []
-    for policy in set(answered_policies(dataset)) - set(SYSTEMS):  # a system's own costs: system_cost_sources
+    for policy in [name for name in answered_policies(dataset) if name not in SYSTEMS]:  # systems: their own costs
         answers = {"answers": contracts.GENERATIONS}
         source = cost_source("generate_answers", "generation", policy, answers, dataset=dataset, policy=policy)
         sources.append(source | {"prices": config["models"]["generator"].get("prices")})
