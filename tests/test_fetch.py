@@ -11,7 +11,15 @@ import yaml
 from local_server import serving
 
 from workflow_scripts.core.errors import InputError
-from workflow_scripts.ingest.fetch import MANIFEST, fetch_config, main, needed_files, sha256_of
+from workflow_scripts.ingest.fetch import (
+    MANIFEST,
+    data_header,
+    fetch_config,
+    main,
+    needed_files,
+    sha256_of,
+    write_header,
+)
 
 HOTPOT = "../shared/data/hotpotqa/hotpot_dev_distractor_100.json"
 MUSIQUE = "../shared/data/musique/kag_musique_ans_train_100.json.gz"
@@ -97,3 +105,24 @@ def test_a_missing_file_names_its_source_and_a_bad_local_copy_its_provenance(tmp
     with pytest.raises(InputError, match=r"sha256 \w+ is not the \w+ data/sources.yaml expects; it is another "
                                          r"version of .* \(see .*PROVENANCE.md\)"):
         fetch_config(config, root / "data" / "shared", root=root)
+
+
+def test_every_study_config_names_its_files_checksums_and_sources_in_its_header(project_root, tmp_path):
+    """The block --write-header generates from the manifest sits in each CPU study config's opening comments, as
+    the manifest says now; rewriting a config whose block is current changes nothing."""
+    sources = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    checked = 0
+    for path in sorted((project_root / "experiments").glob("*.yaml")):
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        files = [needed.path for needed in needed_files(config)]
+        if not files or not all(file in sources for file in files):  # GPU recipes: the user downloads their data
+            continue
+        text = path.read_text(encoding="utf-8")
+        block = "\n".join(data_header(config, sources, f"experiments/{path.name}"))
+        assert block in text, f"{path.name}: run `python -m workflow_scripts.ingest.fetch --write-header {path}`"
+        assert text.index(block) < text.index("\nname:"), f"{path.name}: the data block belongs in the header"
+        copy = tmp_path / path.name
+        copy.write_text(text, encoding="utf-8")
+        assert not write_header(copy, label=f"experiments/{path.name}")
+        checked += 1
+    assert checked >= 12

@@ -18,6 +18,10 @@ copy; it also serves files that have no official URL of their own (the derived o
 
     .venv/bin/python -m workflow_scripts.ingest.fetch experiments/study_b.yaml [--into data/shared]
         [--mirror https://example.org/ragfrontier-data/ | --mirror /mnt/datasets] [--check]
+
+`--write-header` writes the same facts into the config itself: its opening comments get a generated block naming,
+per file it reads, the sha256, the source and the address it is published at or how it was derived, taken from the
+manifest (tests/test_fetch.py checks every study config's block against it).
 """
 
 from __future__ import annotations
@@ -162,6 +166,50 @@ def fetch_config(config_path: Path, into: Path, mirror: str | None = None, fetch
     return results
 
 
+HEADER_START = "# Data files (generated from data/sources.yaml by"
+HEADER_END = "# (end of data files)"
+
+
+def data_header(config: Mapping[str, Any], sources: Mapping[str, Any], config_path: str) -> list[str]:
+    """The comment block naming, for every file the config reads, its sha256, source and where it is published or
+    how it was derived (none for a config that reads no file)."""
+    import textwrap
+
+    files = list(dict.fromkeys(needed.path for needed in needed_files(config)))
+    if not files:
+        return []
+    lines = [f"{HEADER_START} `python -m workflow_scripts.ingest.fetch --write-header`; do not edit;",
+             f"# `python -m workflow_scripts.ingest.fetch {config_path}` checks them and fetches the published ones):"]
+    for path in files:
+        entry = sources.get(path)
+        if entry is None:
+            raise InputError(f"{MANIFEST}: no entry for {path} ({config_path}); add its sha256, source and provenance")
+        lines += [f"#   {path}", f"#     sha256 {entry['sha256']}"]
+        for key in ("source", "url", "derived"):
+            if entry.get(key):
+                lines += textwrap.wrap(f"{key}: {' '.join(str(entry[key]).split())}", 116, initial_indent="#     ",
+                                       subsequent_indent="#       ")
+    return lines + [HEADER_END]
+
+
+def write_header(config_path: Path, manifest: Path = MANIFEST, label: str | None = None) -> bool:
+    """Put `data_header` into the config's opening comments (replacing an earlier one), naming the config as `label`
+    (default: its path from the project root); True when the file changed."""
+    text = config_path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if HEADER_START in text:
+        start = next(at for at, line in enumerate(lines) if line.startswith(HEADER_START))
+        end = lines.index(HEADER_END, start)
+        lines = lines[:start] + lines[end + 1:]
+    block = data_header(yaml.safe_load(text) or {}, yaml.safe_load(manifest.read_text(encoding="utf-8")),
+                        label or os.path.relpath(config_path.resolve(), PROJECT))
+    at = next((at for at, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    new = "\n".join(lines[:at] + block + lines[at:]) + "\n"
+    if new != text:
+        config_path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path, help="config.yaml or experiments/<name>.yaml")
@@ -170,8 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirror", help="a URL or folder with the same layout, replacing every official URL")
     parser.add_argument("--check", action="store_true", help="check what is there; download nothing")
     parser.add_argument("--root", type=Path, default=PROJECT, help="the checkout the config's paths start from")
+    parser.add_argument("--write-header", action="store_true",
+                        help="write the config's data files, with their sha256 and sources, into its header comments")
     args = parser.parse_args(argv)
     try:
+        if args.write_header:
+            print(f"{args.config}: {'written' if write_header(args.config) else 'up to date'}")
+            return 0
         results = fetch_config(args.config, args.into, args.mirror, fetch=not args.check, root=args.root)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
