@@ -117,7 +117,9 @@ def main() -> None:
     for side in SIDES:
         print(f"{side:<18} {seconds[side]:8.2f} {counted[side].calls:13d} {counted[side].sequences:10d}")
     print(f"speed-up off / on: {seconds['prefix cache off'] / seconds['prefix cache on']:.2f}")
-    print(f"trajectories identical (every column but seconds): {'yes' if not differing else 'no, ' + str(differing)}")
+    print(f"trajectories identical (every column but seconds): {'yes' if not differing else 'no, ' + str(differing)}"
+          + "".join(f"; largest {column} difference {(on[column] - off[column]).abs().max():.2g}"
+                    for column in ("answer_entropy", "answer_min_prob") if column in differing))
     print(f"prompt tokens shared from the start, a thought's prompt against its step's forced answer's, {same_step}")
     print(f"prompt tokens shared from the start, each prompt against its kind's one step earlier, {step_before}")
 
