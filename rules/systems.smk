@@ -20,7 +20,7 @@ rule import_system:
     params:
         systems=lambda wildcards: {
             name: subset(SYSTEMS[name], ("path", "columns", "contexts", "currency"))
-            for name in [wildcards.system, *compared_systems(wildcards.dataset)]
+            for name in [wildcards.system, *compared_with(wildcards)]
         },
     script:
         "../workflow_scripts/ingest/jobs/import_system.py"

@@ -202,3 +202,14 @@ def test_two_systems_are_imported_routed_and_priced_without_an_llm(tmp_path):
     assert costs.filter(pl.col("component") == "a")["seconds"].sum() == pytest.approx(sum(r["latency_s"] for r in rows))
     assert costs.filter(pl.col("component") == "b")["seconds"].null_count() == 24  # b reports no latency
     assert planned_jobs(work) == {}
+
+
+def test_context_scores_are_kept_where_given_and_1_over_rank_where_not(tmp_path):
+    """A file whose rows give scores for some questions keeps them; the rest rank by 1/rank (no row loses its own)."""
+    rows = [{"user_input": "Who?", "response": "A", "retrieved_contexts": ["x", "y"], "context_scores": [7.0, 3.0]},
+            {"user_input": "When?", "response": "B", "retrieved_contexts": ["z", "w"]}]
+    table = imported.read_system("a", spec(ragas_file(tmp_path, rows)))
+    run = conform(imported.run(imported.unit_ids(table, "texts")), RUNS)
+    scores = {imported.question_id(q): run.filter(pl.col("qid") == imported.question_id(q))["score"].to_list()
+              for q in ("Who?", "When?")}
+    assert scores == {imported.question_id("Who?"): [7.0, 3.0], imported.question_id("When?"): [1.0, 0.5]}

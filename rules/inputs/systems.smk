@@ -20,8 +20,14 @@ def system_inputs(wildcards):
     inputs = {"file": SYSTEMS[system]["path"], "questions": output_of("ingest", "questions", dataset=dataset)}
     if SYSTEMS[system]["contexts"] == "ids":
         inputs["units"] = output_of("ingest", "units", dataset=dataset)
-    compared = compared_systems(dataset) if system in POLICIES else []
-    return inputs | {f"compared__{name}": SYSTEMS[name]["path"] for name in compared if name != system}
+    return inputs | {f"compared__{name}": SYSTEMS[name]["path"] for name in compared_with(wildcards)}
+
+
+def compared_with(wildcards):
+    """The other systems of the dataset this one is compared with (none when it is not in generation.policies)."""
+    if wildcards.system not in POLICIES:
+        return []
+    return [name for name in compared_systems(wildcards.dataset) if name != wildcards.system]
 
 
 def system_targets(dataset):

@@ -152,10 +152,10 @@ def system_row(record: Mapping[str, Any], names: Mapping[str, str], where: str) 
     row["qid"] = question_id(row["question"]) if qid is None or qid == "" else str(qid)
     row["contexts"] = strings(cell("contexts"), f"{where}: column {names['contexts']!r} (contexts)")
     scores = cell("context_scores")
-    row["context_scores"] = None if scores is None else [
+    row["context_scores"] = [None] * len(row["contexts"]) if scores is None else [
         float(number(score, f"{where}: column {names['context_scores']!r}", float))
         for score in text_list(scores, f"{where}: column {names['context_scores']!r}")]
-    if row["context_scores"] is not None and len(row["context_scores"]) != len(row["contexts"]):
+    if len(row["context_scores"]) != len(row["contexts"]):
         raise InputError(f"{where}: {len(row['context_scores'])} context scores for {len(row['contexts'])} contexts")
     row["references"] = references(cell("reference"), f"{where}: column {names['reference']!r} (reference)")
     for key, kind in (("latency_s", float), ("prompt_tokens", int), ("completion_tokens", int), ("money", float)):
@@ -212,9 +212,7 @@ def check_questions(name: str, path: str, table: pl.DataFrame, known: pl.Series,
 
 def unit_ids(table: pl.DataFrame, contexts: str) -> pl.DataFrame:
     """qid, rank, unit_id, score of each context, in the system's order (the same unit twice: its first rank)."""
-    ranked = table.select("qid", "contexts", "context_scores").explode("contexts", "context_scores") \
-        if table["context_scores"].null_count() == 0 else \
-        table.select("qid", "contexts").explode("contexts").with_columns(context_scores=None)
+    ranked = table.select("qid", "contexts", "context_scores").explode("contexts", "context_scores")
     ranked = ranked.filter(pl.col("contexts").str.strip_chars() != "").with_columns(
         rank=pl.int_range(1, pl.len() + 1).over("qid").cast(pl.Int32))
     ids = ranked["contexts"].map_elements(context_unit_id, return_dtype=pl.String) if contexts == "texts" \

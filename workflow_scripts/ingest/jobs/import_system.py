@@ -1,7 +1,7 @@
 """Rule import_system (per dataset and imported system): the system's file as a policy's answers and an arm's run.
 
 In:  the system's file (systems.<name>.path), the dataset's questions (and units, for contexts given as ids), the
-     files of the systems generation.policies compares it with; params: those systems' blocks, its own first.
+     files of the systems generation.policies compares it with; params: its own block first, then theirs.
 Out: results/<dataset>/systems/<name>/answers.parquet (GENERATIONS, request_id = qid, source imported),
      run.parquet (RUNS: its contexts in its order) and costs.parquet (SYSTEM_COSTS: its latency, tokens, money).
 Every check of ingest/systems.py runs before anything is written, so bad input leaves no table.
@@ -21,8 +21,7 @@ def main(smk: Any) -> None:
     name, dataset = smk.wildcards.system, smk.wildcards.dataset
     spec = smk.params.systems[name]
     table = imported.read_system(name, spec)
-    compared = {other: imported.read_system(other, smk.params.systems[other])
-                for other in smk.params.systems if other != name and f"compared__{other}" in smk.input.keys()}
+    compared = {other: imported.read_system(other, spec) for other, spec in smk.params.systems.items() if other != name}
     imported.check_paired({name: table, **compared}, {key: value["path"] for key, value in smk.params.systems.items()})
     imported.check_questions(name, spec["path"], table, read_table(smk.input.questions, QUESTIONS)["qid"], dataset)
     ranked = imported.unit_ids(table, spec["contexts"])
