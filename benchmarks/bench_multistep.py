@@ -9,11 +9,16 @@ generator, the BM25 settings and the prompts of `experiments/study_b_multistep.y
 retrieval/bm25.py, searched in a child process as in the pipeline). Each side answers with an empty LLM cache of
 its own; the questions are split into slices that both sides run in turns (the first side alternating), so load
 from other processes hits both alike; the engine starts once before the timing (its start-up is measured apart).
+vLLM's prefix cache is emptied before each side's turn: both sides send the same prompts, so the side that ran second
+would otherwise find the first side's prompts computed and skip their prefill. Within a turn it works as in the
+pipeline (a step's prompts reuse what the previous step computed of the same passages).
 
 Report: seconds per side and their ratio (target ≥ 5 on vLLM's CPU build, issue #43), engine calls, sequences
 generated, whether the two sides' trajectories are identical (every column but the apportioned seconds), and the
 bound batching cannot pass: the one-at-a-time side's engine calls sent again with max_new_tokens 1 (its prompts'
-forward passes alone, untimed above; with the cache empty), as bench_llm.py's "prefill only".
+forward passes alone, untimed above; with the LLM cache and vLLM's prefix cache empty), as bench_llm.py's "prefill
+only". On a CPU a prompt's forward pass is compute-bound, so it costs the same per prompt at any batch size
+(bench_llm.py); only the decoding steps, one token per sequence each, get cheaper per sequence in a batch.
 
 Run it (about 15 minutes on 2 cores with vLLM's CPU build, ./setup.sh --vllm):
     .venv/bin/python benchmarks/bench_multistep.py [--questions 24] [--slices 2] [--policy ircot]
@@ -65,8 +70,16 @@ class Counted:
         return table
 
 
-def sides(questions: pl.DataFrame, loop: partial, batched: Counted, sequential: Counted, slices: int) -> dict:
-    """Seconds and trajectories of each side, slice by slice in turns."""
+def empty_prefix_cache(engine: llm.Engine) -> None:
+    """Empty the engine's prefix cache (vLLM's; the other backends keep none across calls)."""
+    reset = getattr(engine.backend, "reset_prefix_cache", None)
+    if reset is not None:
+        reset()
+
+
+def sides(questions: pl.DataFrame, loop: partial, batched: Counted, sequential: Counted, slices: int,
+          engine: llm.Engine) -> dict:
+    """Seconds and trajectories of each side, slice by slice in turns, each turn from an empty prefix cache."""
     totals = {"batched": 0.0, "one at a time": 0.0}
     tables = {side: [] for side in totals}
     size = -(-questions.height // slices)
@@ -74,6 +87,7 @@ def sides(questions: pl.DataFrame, loop: partial, batched: Counted, sequential: 
         part = questions.slice(turn * size, size)
         order = list(totals) if turn % 2 == 0 else list(reversed(totals))
         for side in order:
+            empty_prefix_cache(engine)
             started = time.perf_counter()
             if side == "batched":
                 tables[side].append(loop(part, generate=batched))
@@ -91,7 +105,9 @@ def quiet_index(units: pl.DataFrame, folder: Path, threads: int, title: str) -> 
 
 def prefill_only(engine: llm.Engine, calls: list[list[llm.Request]], cache: Path) -> float:
     """Seconds to send the same engine calls again with max_new_tokens 1 into an empty cache: the forward pass
-    over each prompt, which no batching removes (on a CPU it is compute-bound at any batch size)."""
+    over each prompt, which no batching removes (on a CPU it is compute-bound at any batch size), from an empty
+    prefix cache as each timed turn began."""
+    empty_prefix_cache(engine)
     started = time.perf_counter()
     for requests in calls:
         llm.generate(requests, engine, cache, {"max_new_tokens": 1})
@@ -167,7 +183,7 @@ def main() -> None:
             loop = partial(run_loop, settings=settings, templates=templates, retrieve=retrieve,
                            texts=lambda ids: {unit: texts[unit] for unit in ids})
             batched, sequential = Counted(engine, work / "batched"), Counted(engine, work / "sequential")
-            found = sides(questions, loop, batched, sequential, args.slices)
+            found = sides(questions, loop, batched, sequential, args.slices, engine)
         floors = {side: prefill_only(engine, counted.requests, work / f"prefill_{side}")
                   for side, counted in (("one at a time", sequential), ("batched", batched))}
         close = getattr(engine.backend, "close", None)
@@ -195,6 +211,10 @@ def main() -> None:
     print(f"the same engine calls with max_new_tokens 1 (prompts only): one at a time {floors['one at a time']:.2f} s,"
           f" batched {floors['batched']:.2f} s; largest speed-up batching could reach, one at a time / its prompts "
           f"only: {sequential_s / floors['one at a time']:.2f}")
+    decoding = {side: seconds - floors[side] for side, seconds in (("one at a time", sequential_s),
+                                                                    ("batched", batched_s))}
+    print(f"the rest, decoding (each side less its prompts only): one at a time {decoding['one at a time']:.2f} s, "
+          f"batched {decoding['batched']:.2f} s; speed-up {decoding['one at a time'] / decoding['batched']:.2f}")
     print(f"trajectories identical (every column but seconds): {'yes' if not differing else 'no, ' + str(differing)}")
     print(f"steps whose query, retrieved units, thought, answer or stop differ: {steps_differing} of "
           f"{batched_table.height}" + "".join(f"; largest {column} difference {value:.2g}"

@@ -295,6 +295,10 @@ class LLM:
             self.engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=4096))
 
+    def reset_prefix_cache(self):
+        _record("reset_prefix_cache", None)
+        return True
+
     def generate(self, requests, params, use_tqdm):
         if any(p.kwargs.get("max_tokens") == 13 for p in params):
             raise ValueError("max_tokens 13 is unlucky")
@@ -330,6 +334,8 @@ def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconf
     models = pytestconfig.cache.mkdir("ragfrontier-models")
     engine = llm.load_engine({**spec, "vllm": {**spec["vllm"], "max_model_len": 4096}}, models)
     assert "worker" not in vars(engine.backend) and engine.context_length == 4096
+    engine.backend.reset_prefix_cache()
+    assert "worker" not in vars(engine.backend), "an engine not started has no prefix cache to reset"
     requests = [_request("a", "Short?"), _request("b", "A much longer question " * 3, ("some evidence",))]
     table = llm.generate(requests, engine, tmp_path / "cache", {"temperature": 0.5, "max_new_tokens": 8})
     (_, init), (_, generated) = _recorded(record)
@@ -350,6 +356,8 @@ def test_vllm_backend_drives_its_worker_and_parses_outputs(fake_vllm, pytestconf
     with pytest.raises(InputError, match=r"all 1 requests to the vllm backend \(model .*\) failed; most common cause "
                                          r"\(1×\): vllm: ValueError: max_tokens 13 is unlucky"):
         llm.generate(requests[:1], engine, tmp_path / "other", {"max_new_tokens": 13})
+    engine.backend.reset_prefix_cache()
+    assert _recorded(record)[-1] == ["reset_prefix_cache", None], "a reset reaches vLLM and is answered"
     assert engine.backend.environment["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert engine.backend.environment["VLLM_CPU_OMP_THREADS_BIND"] == vllm_backend._cpu_list()
     engine.backend.close()

