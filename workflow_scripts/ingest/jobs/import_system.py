@@ -21,7 +21,8 @@ def main(smk: Any) -> None:
     name, dataset = smk.wildcards.system, smk.wildcards.dataset
     spec = smk.params.systems[name]
     table = imported.read_system(name, spec)
-    compared = {other: imported.read_system(other, spec) for other, spec in smk.params.systems.items() if other != name}
+    compared = {other: imported.read_system(other, block)
+                for other, block in smk.params.systems.items() if other != name}
     imported.check_paired({name: table, **compared}, {key: value["path"] for key, value in smk.params.systems.items()})
     imported.check_questions(name, spec["path"], table, read_table(smk.input.questions, QUESTIONS)["qid"], dataset)
     ranked = imported.unit_ids(table, spec["contexts"])
