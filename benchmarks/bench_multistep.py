@@ -20,7 +20,7 @@ forward passes alone, untimed above; with the LLM cache and vLLM's prefix cache 
 only". On a CPU a prompt's forward pass is compute-bound, so it costs the same per prompt at any batch size
 (bench_llm.py); only the decoding steps, one token per sequence each, get cheaper per sequence in a batch.
 
-Run it (about 15 minutes on 2 cores with vLLM's CPU build, ./setup.sh --vllm):
+Run it (a few minutes on 2 cores with vLLM's CPU build, ./setup.sh --vllm; its record gives the time):
     .venv/bin/python benchmarks/bench_multistep.py [--questions 24] [--slices 2] [--policy ircot]
 """
 
